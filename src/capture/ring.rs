@@ -1,0 +1,276 @@
+//! `BindingRing`: a bounded, lock-free, multi-producer single-consumer ring of [`BindingRecord`]s.
+//!
+//! Producers are driver threads inside the messenger callback: they must never allocate, lock,
+//! block or panic. A full ring drops the new record and counts it, so nothing is lost silently.
+//! The algorithm is Dmitry Vyukov's bounded queue (as in crossbeam's `ArrayQueue`): every slot
+//! carries a sequence number that says whose turn it is, so producers only contend on `tail`.
+//! The single consumer is the [`RingConsumer`], unique by construction.
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+
+use super::record::BindingRecord;
+
+/// One ring slot: sequence number plus record, 128 bytes so two slots never share a cache line pair
+/// unevenly and a producer writing one slot does not disturb its neighbours' sequence numbers.
+#[repr(C, align(128))]
+struct Slot {
+    /// `== position`: free for the producer that claims `position`.
+    /// `== position + 1`: holds the record written at `position`, ready for the consumer.
+    sequence: AtomicUsize,
+    record: UnsafeCell<MaybeUninit<BindingRecord>>,
+}
+
+/// Keeps the hot counters on their own cache lines so producers and the consumer do not false-share.
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
+/// The producer side of the ring, shared with driver threads through the messenger's user data.
+pub struct BindingRing {
+    slots: Box<[Slot]>,
+    mask: usize,
+    /// Next position a producer will claim.
+    tail: CachePadded<AtomicUsize>,
+    /// Next position the consumer will read; producers read it only to decide when to wake it.
+    head: CachePadded<AtomicUsize>,
+    dropped: CachePadded<AtomicU64>,
+    /// Set by the producer that first sees the ring half full, cleared by the consumer after a drain,
+    /// so a burst wakes the consumer once instead of once per event.
+    wake_requested: AtomicBool,
+    /// The consumer's thread, unparked when the ring passes half full. `Thread::unpark` neither
+    /// allocates nor locks (an atomic swap and, if the thread sleeps, a futex wake).
+    consumer_thread: OnceLock<Thread>,
+    /// The reporter's frame counter, stamped into every record by the callback.
+    frame: AtomicU64,
+}
+
+// SAFETY: slots are only written by the producer that won the CAS on `tail` for that position and only
+// read by the single consumer after the producer published it with a Release store of `sequence`;
+// every other field is atomic or immutable after construction.
+unsafe impl Sync for BindingRing {}
+// SAFETY: BindingRecord is plain data (Copy), so moving the ring between threads is sound.
+unsafe impl Send for BindingRing {}
+
+/// Why a push did not store the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingFull;
+
+impl BindingRing {
+    /// Creates a ring with room for `capacity` records (rounded up to a power of two, at least 2) and
+    /// its one consumer.
+    pub fn with_capacity(capacity: usize) -> (Arc<BindingRing>, RingConsumer) {
+        let capacity = capacity.max(2).next_power_of_two();
+        let slots = (0..capacity)
+            .map(|position| Slot {
+                sequence: AtomicUsize::new(position),
+                record: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect();
+        let ring = Arc::new(BindingRing {
+            slots,
+            mask: capacity - 1,
+            tail: CachePadded(AtomicUsize::new(0)),
+            head: CachePadded(AtomicUsize::new(0)),
+            dropped: CachePadded(AtomicU64::new(0)),
+            wake_requested: AtomicBool::new(false),
+            consumer_thread: OnceLock::new(),
+            frame: AtomicU64::new(0),
+        });
+        let consumer = RingConsumer {
+            ring: Arc::clone(&ring),
+        };
+        (ring, consumer)
+    }
+
+    /// How many records fit.
+    pub fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Records refused because the ring was full, since creation.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.0.load(Ordering::Relaxed)
+    }
+
+    /// Records waiting for the consumer (a snapshot; producers may be adding more).
+    pub fn len(&self) -> usize {
+        let tail = self.tail.0.load(Ordering::Relaxed);
+        let head = self.head.0.load(Ordering::Relaxed);
+        tail.wrapping_sub(head).min(self.capacity())
+    }
+
+    /// True when no record is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The frame number the callback stamps into records.
+    pub fn current_frame(&self) -> u64 {
+        // Relaxed: the frame number is a label for humans, not a synchronisation point.
+        self.frame.load(Ordering::Relaxed)
+    }
+
+    /// Advances the frame number (called once per frame by the reporter).
+    pub fn set_frame(&self, frame: u64) {
+        self.frame.store(frame, Ordering::Relaxed);
+    }
+
+    /// Registers the thread to unpark when the ring passes half full.
+    pub fn set_consumer_thread(&self, thread: Thread) {
+        let _ = self.consumer_thread.set(thread);
+    }
+
+    /// Stores `record`, or counts it as dropped when the ring is full. Lock-free, allocation-free,
+    /// panic-free: safe to call from the messenger callback on any driver thread.
+    #[inline]
+    pub fn push(&self, record: BindingRecord) -> Result<(), RingFull> {
+        // Relaxed: the position is only a starting guess; the slot's sequence (Acquire below) is what
+        // decides whether we may write.
+        let mut position = self.tail.0.load(Ordering::Relaxed);
+        loop {
+            let slot = &self.slots[position & self.mask];
+            // Acquire: pairs with the consumer's Release in `pop`, so once we see the slot free the
+            // consumer has finished reading the previous record in it.
+            let sequence = slot.sequence.load(Ordering::Acquire);
+            let lag = sequence.wrapping_sub(position) as isize;
+            if lag == 0 {
+                // Relaxed CAS: claiming the position needs no ordering of its own; the slot's
+                // sequence publishes the data.
+                match self.tail.0.compare_exchange_weak(
+                    position,
+                    position.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        // SAFETY: winning the CAS makes this producer the only writer of this slot
+                        // until it bumps the sequence; the consumer will not read before that.
+                        unsafe { (*slot.record.get()).write(record) };
+                        // Release: makes the record visible to the consumer's Acquire load.
+                        slot.sequence
+                            .store(position.wrapping_add(1), Ordering::Release);
+                        self.maybe_wake_consumer(position);
+                        return Ok(());
+                    }
+                    Err(current) => position = current,
+                }
+            } else if lag < 0 {
+                // The slot still holds a record from one lap ago: the ring is full.
+                self.dropped.0.fetch_add(1, Ordering::Relaxed);
+                return Err(RingFull);
+            } else {
+                // Another producer claimed this position; retry from the fresh tail.
+                position = self.tail.0.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    #[inline]
+    fn maybe_wake_consumer(&self, position: usize) {
+        // Relaxed: a stale head only makes the wake-up a little early or late, never unsafe.
+        let occupied = position
+            .wrapping_add(1)
+            .wrapping_sub(self.head.0.load(Ordering::Relaxed));
+        if occupied >= self.capacity() / 2 && !self.wake_requested.swap(true, Ordering::AcqRel) {
+            if let Some(thread) = self.consumer_thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+}
+
+/// The one consumer of a [`BindingRing`]. Not `Clone`: the ring's correctness needs a single reader.
+pub struct RingConsumer {
+    ring: Arc<BindingRing>,
+}
+
+impl RingConsumer {
+    /// The ring this consumer reads.
+    pub fn ring(&self) -> &Arc<BindingRing> {
+        &self.ring
+    }
+
+    /// Takes the oldest published record, if any.
+    pub fn pop(&mut self) -> Option<BindingRecord> {
+        let ring = &*self.ring;
+        // Relaxed: only this consumer writes `head`.
+        let position = ring.head.0.load(Ordering::Relaxed);
+        let slot = &ring.slots[position & ring.mask];
+        // Acquire: pairs with the producer's Release store, making the record's bytes visible.
+        if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
+            return None; // empty, or the producer of this position has not finished writing
+        }
+        // SAFETY: the sequence says the producer finished writing this slot and no producer may
+        // touch it again until we release it below.
+        let record = unsafe { (*slot.record.get()).assume_init_read() };
+        // Release: our read of the record happens before a producer reuses the slot one lap later.
+        slot.sequence
+            .store(position.wrapping_add(ring.capacity()), Ordering::Release);
+        ring.head
+            .0
+            .store(position.wrapping_add(1), Ordering::Relaxed);
+        Some(record)
+    }
+
+    /// Pops up to `max` records into `sink`; returns how many. Clears the half-full wake request so
+    /// the next burst wakes the consumer again.
+    pub fn drain(&mut self, max: usize, mut sink: impl FnMut(BindingRecord)) -> usize {
+        self.ring.wake_requested.store(false, Ordering::Release);
+        let mut taken = 0;
+        while taken < max {
+            match self.pop() {
+                Some(record) => {
+                    sink(record);
+                    taken += 1;
+                }
+                None => break,
+            }
+        }
+        taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::record::BindingKind;
+    use ash::vk;
+
+    fn record(n: u64) -> BindingRecord {
+        BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, n, n * 16, 16)
+    }
+
+    #[test]
+    fn slot_is_128_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 128);
+    }
+
+    #[test]
+    fn fifo_and_exact_drop_count_single_thread() {
+        let (ring, mut consumer) = BindingRing::with_capacity(8);
+        for n in 0..11 {
+            let _ = ring.push(record(n));
+        }
+        assert_eq!(ring.dropped(), 3);
+        assert_eq!(ring.len(), 8);
+        let handles: Vec<u64> = std::iter::from_fn(|| consumer.pop())
+            .map(|r| r.handle)
+            .collect();
+        assert_eq!(handles, (0..8).collect::<Vec<_>>());
+        assert!(ring.is_empty());
+        // Wraps around after draining.
+        for n in 100..108 {
+            ring.push(record(n)).unwrap();
+        }
+        assert_eq!(consumer.drain(usize::MAX, |_| {}), 8);
+    }
+
+    #[test]
+    fn capacity_rounds_up_to_power_of_two() {
+        let (ring, _consumer) = BindingRing::with_capacity(1000);
+        assert_eq!(ring.capacity(), 1024);
+    }
+}

@@ -1,0 +1,467 @@
+//! The address index: which GPU address ranges are live, which were recently freed, and what the
+//! objects behind them are called.
+//!
+//! It folds [`BindingRecord`]s in the order the ring delivers them and tolerates what real drivers
+//! send (see `FACTS.md`): duplicate binds of one range, unbinds never bound, several objects over one
+//! range (aliasing), partial unbinds of sparse resources, reallocation as unbind + bind, and objects
+//! flagged `INTERNAL_OBJECT` whose handles later become the application's. Memory is bounded by
+//! [`IndexSettings`].
+
+mod indexer;
+mod range_table;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ash::vk;
+use serde::Serialize;
+
+use crate::capture::{BindingKind, BindingRecord};
+pub use indexer::{IndexerHandle, SharedIndex};
+pub use range_table::{range_end, RangeTable};
+
+/// Identifies a Vulkan object the way the binding report does: type plus handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    /// Raw `VkObjectType`.
+    pub object_type: i32,
+    /// The 64-bit handle (dispatchable handles are pointers, non-dispatchable ones opaque ids).
+    pub handle: u64,
+}
+
+impl ObjectKey {
+    /// Key for a handle of a given type.
+    pub fn new(object_type: vk::ObjectType, handle: u64) -> Self {
+        Self {
+            object_type: object_type.as_raw(),
+            handle,
+        }
+    }
+
+    /// The object type as Vulkan spells it.
+    pub fn vk_object_type(&self) -> vk::ObjectType {
+        vk::ObjectType::from_raw(self.object_type)
+    }
+}
+
+/// Bounds on what the index keeps.
+#[derive(Clone, Debug)]
+pub struct IndexSettings {
+    /// Live ranges kept; binds beyond it are counted in [`IndexStats::live_overflow`] and not indexed.
+    pub max_live_bindings: usize,
+    /// Freed ranges kept for use-after-free detection; the oldest is forgotten first
+    /// (D3D12 DRED keeps 65,536).
+    pub max_freed_bindings: usize,
+    /// Most recent events kept verbatim for breadcrumbs and "what happened around the fault".
+    pub max_recent_events: usize,
+}
+
+impl Default for IndexSettings {
+    fn default() -> Self {
+        Self {
+            max_live_bindings: 1 << 20,
+            max_freed_bindings: 65_536,
+            max_recent_events: 4_096,
+        }
+    }
+}
+
+/// A range that is backed by an object now.
+#[derive(Clone, Debug)]
+pub struct LiveBinding {
+    /// The object.
+    pub key: ObjectKey,
+    /// Frame of the bind event.
+    pub bound_frame: u64,
+    /// When the indexer saw the bind.
+    pub bound_at: Instant,
+    /// Still flagged `INTERNAL_OBJECT` (no event without the flag seen yet).
+    pub internal: bool,
+}
+
+/// A range whose object was unbound (destroyed, freed or moved).
+#[derive(Clone, Debug)]
+pub struct FreedBinding {
+    /// The object that was there.
+    pub key: ObjectKey,
+    /// Its name when it was freed, if one was ever learned.
+    pub name: Option<Arc<str>>,
+    /// Frame of the matching bind, `None` when the unbind matched no bind we saw.
+    pub bound_frame: Option<u64>,
+    /// Frame of the unbind.
+    pub freed_frame: u64,
+    /// When the indexer saw the unbind.
+    pub freed_at: Instant,
+}
+
+/// A binding event as the index saw it, kept for breadcrumbs.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexedEvent {
+    /// Position in the index's event order.
+    pub sequence: u64,
+    /// Frame of the event.
+    pub frame: u64,
+    /// Bind or unbind.
+    pub kind: BindingKind,
+    /// Raw `VkObjectType`; serialised as its name, e.g. `BUFFER`.
+    #[serde(serialize_with = "serialize_object_type")]
+    pub object_type: i32,
+    /// Object handle.
+    pub handle: u64,
+    /// First address.
+    pub base: u64,
+    /// Length in bytes.
+    pub size: u64,
+    /// Name carried by the event or known for the object then.
+    pub name: Option<Arc<str>>,
+    /// `INTERNAL_OBJECT` flag.
+    pub internal: bool,
+    /// When the indexer saw it (not serialised: reports carry relative times).
+    #[serde(skip)]
+    pub seen_at: Option<Instant>,
+}
+
+/// Counters that say how faithful the index is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IndexStats {
+    /// Records folded in.
+    pub events: u64,
+    /// Bind records.
+    pub binds: u64,
+    /// Unbind records.
+    pub unbinds: u64,
+    /// Binds of a range the same object already had live (the NVIDIA driver repeats some).
+    pub duplicate_binds: u64,
+    /// Unbinds that matched no live range (bind before capture began, or dropped).
+    pub unmatched_unbinds: u64,
+    /// Unbinds that covered only part of a live range (sparse resources).
+    pub partial_unbinds: u64,
+    /// Binds not indexed because `max_live_bindings` was reached.
+    pub live_overflow: u64,
+    /// Freed ranges forgotten because `max_freed_bindings` was reached.
+    pub freed_evicted: u64,
+}
+
+/// Live and recently freed GPU address ranges with object names.
+pub struct AddressIndex {
+    settings: IndexSettings,
+    next_id: u64,
+    live: RangeTable<LiveBinding>,
+    live_by_object: HashMap<ObjectKey, Vec<u64>>,
+    freed: RangeTable<FreedBinding>,
+    freed_order: VecDeque<u64>,
+    names: HashMap<ObjectKey, Arc<str>>,
+    recent: VecDeque<IndexedEvent>,
+    stats: IndexStats,
+}
+
+impl Default for AddressIndex {
+    fn default() -> Self {
+        Self::new(IndexSettings::default())
+    }
+}
+
+impl AddressIndex {
+    /// An empty index with these bounds.
+    pub fn new(settings: IndexSettings) -> Self {
+        Self {
+            settings,
+            next_id: 0,
+            live: RangeTable::default(),
+            live_by_object: HashMap::new(),
+            freed: RangeTable::default(),
+            freed_order: VecDeque::new(),
+            names: HashMap::new(),
+            recent: VecDeque::new(),
+            stats: IndexStats::default(),
+        }
+    }
+
+    /// The bounds in force.
+    pub fn settings(&self) -> &IndexSettings {
+        &self.settings
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> &IndexStats {
+        &self.stats
+    }
+
+    /// Number of live ranges.
+    pub fn live_len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Number of freed ranges kept.
+    pub fn freed_len(&self) -> usize {
+        self.freed.len()
+    }
+
+    /// The most recent events, oldest first.
+    pub fn recent_events(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = &IndexedEvent> + ExactSizeIterator {
+        self.recent.iter()
+    }
+
+    /// The name known for an object, if any.
+    pub fn name_of(&self, key: ObjectKey) -> Option<&Arc<str>> {
+        self.names.get(&key)
+    }
+
+    /// Records a name learned elsewhere (e.g. from wgpu's allocator report). Names of objects with no
+    /// live range are not kept, so the table stays bounded by the live set.
+    pub fn set_name(&mut self, key: ObjectKey, name: &str) {
+        if self.live_by_object.contains_key(&key) {
+            self.names.insert(key, Arc::from(name));
+        }
+    }
+
+    /// Live ranges `(base, size, binding)` overlapping the inclusive interval `[lo, hi]`.
+    pub fn live_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, &LiveBinding)> {
+        collect(&self.live, self.live.overlapping(lo, hi))
+    }
+
+    /// Freed ranges `(base, size, binding)` overlapping `[lo, hi]`, most recently freed first.
+    pub fn freed_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, &FreedBinding)> {
+        let mut found = collect(&self.freed, self.freed.overlapping(lo, hi));
+        found.sort_by(|a, b| b.2.freed_at.cmp(&a.2.freed_at));
+        found
+    }
+
+    /// The live range ending closest at or below `address`.
+    pub fn nearest_live_below(&self, address: u64) -> Option<(u64, u64, &LiveBinding)> {
+        let id = self.live.nearest_ending_at_or_below(address)?;
+        self.live.get(id)
+    }
+
+    /// Every live range `(base, size, binding)`, unordered.
+    pub fn live_bindings(&self) -> impl Iterator<Item = (u64, u64, &LiveBinding)> {
+        self.live.iter().map(|(_, b, s, v)| (b, s, v))
+    }
+
+    /// Folds one record in. `now` stamps it (the ring carries frames, not clock times, to keep the
+    /// callback cheap).
+    pub fn apply(&mut self, record: &BindingRecord, now: Instant) {
+        let key = ObjectKey {
+            object_type: record.object_type,
+            handle: record.handle,
+        };
+        self.stats.events += 1;
+        if let Some(name) = record.name() {
+            if self.names.get(&key).map(|n| &**n) != Some(&*name) {
+                self.names.insert(key, Arc::from(name.as_ref()));
+            }
+        }
+        match record.kind {
+            BindingKind::Bind => self.bind(key, record, now),
+            BindingKind::Unbind => self.unbind(key, record, now),
+        }
+        self.remember(key, record, now);
+        if !self.live_by_object.contains_key(&key) {
+            // The object has no live range left: its handle may be reused by a new object, so its
+            // name now lives only in the freed entries and recent events.
+            self.names.remove(&key);
+        }
+    }
+
+    fn bind(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
+        self.stats.binds += 1;
+        let ids = self.live_by_object.get(&key).cloned().unwrap_or_default();
+        if !record.is_internal_object() {
+            // The driver now reports this handle as the application's: its earlier internal
+            // bindings are the same object.
+            for &id in &ids {
+                if let Some(binding) = self.live.get_mut(id) {
+                    binding.internal = false;
+                }
+            }
+        }
+        let duplicate = ids.iter().any(|&id| {
+            self.live
+                .get(id)
+                .is_some_and(|(base, size, _)| base == record.base && size == record.size)
+        });
+        if duplicate {
+            self.stats.duplicate_binds += 1;
+            return;
+        }
+        if self.live.len() >= self.settings.max_live_bindings {
+            self.stats.live_overflow += 1;
+            return;
+        }
+        let binding = LiveBinding {
+            key,
+            bound_frame: record.frame,
+            bound_at: now,
+            internal: record.is_internal_object(),
+        };
+        self.insert_live(record.base, record.size, binding);
+    }
+
+    fn insert_live(&mut self, base: u64, size: u64, binding: LiveBinding) {
+        let id = self.fresh_id();
+        self.live_by_object.entry(binding.key).or_default().push(id);
+        self.live.insert(id, base, size, binding);
+    }
+
+    fn unbind(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
+        self.stats.unbinds += 1;
+        let (lo, end) = (record.base, range_end(record.base, record.size));
+        let mut ids: Vec<u64> = self
+            .live_by_object
+            .get(&key)
+            .map(|ids| {
+                ids.iter()
+                    .copied()
+                    .filter(|&id| {
+                        self.live
+                            .get(id)
+                            .is_some_and(|(b, s, _)| b < end && range_end(b, s) > lo)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ids.is_empty() {
+            // Handle unknown (bound before capture, an internal handle, or a null handle): an exact
+            // range match on an object of the same type is the same allocation.
+            ids = self
+                .live
+                .overlapping(lo, lo)
+                .into_iter()
+                .filter(|&id| {
+                    self.live.get(id).is_some_and(|(b, s, v)| {
+                        b == record.base && s == record.size && v.key.object_type == key.object_type
+                    })
+                })
+                .take(1)
+                .collect();
+        }
+        let name = self.names.get(&key).cloned();
+        if ids.is_empty() {
+            self.stats.unmatched_unbinds += 1;
+            self.push_freed(record.base, record.size, key, name, None, record.frame, now);
+            return;
+        }
+        for id in ids {
+            let Some((base, size, binding)) = self.live.remove(id) else {
+                continue;
+            };
+            self.forget_live_id(binding.key, id);
+            let binding_end = range_end(base, size);
+            let freed_lo = base.max(lo);
+            let freed_end = binding_end.min(end);
+            if base < lo {
+                self.insert_live(base, lo - base, binding.clone());
+            }
+            if binding_end > end {
+                self.insert_live(end, binding_end - end, binding.clone());
+            }
+            if base < lo || binding_end > end {
+                self.stats.partial_unbinds += 1;
+            }
+            let name = name
+                .clone()
+                .or_else(|| self.names.get(&binding.key).cloned());
+            self.push_freed(
+                freed_lo,
+                freed_end - freed_lo,
+                binding.key,
+                name,
+                Some(binding.bound_frame),
+                record.frame,
+                now,
+            );
+        }
+    }
+
+    fn forget_live_id(&mut self, key: ObjectKey, id: u64) {
+        if let Some(ids) = self.live_by_object.get_mut(&key) {
+            ids.retain(|&other| other != id);
+            if ids.is_empty() {
+                self.live_by_object.remove(&key);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_freed(
+        &mut self,
+        base: u64,
+        size: u64,
+        key: ObjectKey,
+        name: Option<Arc<str>>,
+        bound_frame: Option<u64>,
+        freed_frame: u64,
+        now: Instant,
+    ) {
+        if self.settings.max_freed_bindings == 0 {
+            return;
+        }
+        while self.freed.len() >= self.settings.max_freed_bindings {
+            let Some(oldest) = self.freed_order.pop_front() else {
+                break;
+            };
+            if self.freed.remove(oldest).is_some() {
+                self.stats.freed_evicted += 1;
+            }
+        }
+        let id = self.fresh_id();
+        self.freed.insert(
+            id,
+            base,
+            size,
+            FreedBinding {
+                key,
+                name,
+                bound_frame,
+                freed_frame,
+                freed_at: now,
+            },
+        );
+        self.freed_order.push_back(id);
+    }
+
+    fn remember(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
+        if self.settings.max_recent_events == 0 {
+            return;
+        }
+        if self.recent.len() >= self.settings.max_recent_events {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(IndexedEvent {
+            sequence: self.stats.events - 1,
+            frame: record.frame,
+            kind: record.kind,
+            object_type: key.object_type,
+            handle: key.handle,
+            base: record.base,
+            size: record.size,
+            name: self.names.get(&key).cloned(),
+            internal: record.is_internal_object(),
+            seen_at: Some(now),
+        });
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}
+
+/// `VkObjectType` as the name a developer recognises (`BUFFER`, `IMAGE`, `DEVICE_MEMORY`).
+pub fn object_type_name(object_type: i32) -> String {
+    format!("{:?}", vk::ObjectType::from_raw(object_type))
+}
+
+fn serialize_object_type<S: serde::Serializer>(raw: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&object_type_name(*raw))
+}
+
+fn collect<T>(table: &RangeTable<T>, ids: Vec<u64>) -> Vec<(u64, u64, &T)> {
+    ids.into_iter().filter_map(|id| table.get(id)).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+//! # bevy_gpu_crash_reporter
+//!
+//! A Bevy plugin that turns GPU crashes of shipped games into reports that name the guilty GPU
+//! object, instead of a bare `VK_ERROR_DEVICE_LOST`.
+//!
+//! ## Quick start
+//!
+//! ```no_run
+//! use bevy::prelude::*;
+//! use bevy_gpu_crash_reporter::GpuCrashReporterPlugin;
+//!
+//! App::new()
+//!     // Before DefaultPlugins: it enables extensions while the render device is created.
+//!     .add_plugins(GpuCrashReporterPlugin::default())
+//!     .add_plugins(DefaultPlugins)
+//!     .run();
+//! ```
+//!
+//! ## How it works
+//!
+//! ```text
+//! driver threads ─▶ messenger callback ─▶ BindingRing ─▶ AddressIndex ─▶ resolver ─▶ report ─▶ Sentry
+//!                   (no alloc, no lock)   (lock-free)    (live + freed)
+//! ```
+//!
+//! - [`vulkan`]: enables `VK_EXT_debug_utils`, `VK_EXT_device_address_binding_report`,
+//!   `VK_EXT_device_fault`, `VK_KHR_device_fault` and `VK_KHR_shader_abort` where offered, through
+//!   Bevy's `raw_vulkan_init`, and registers the binding messenger. Raw Vulkan lives only there.
+//! - [`capture`]: the messenger callback and the lock-free [`capture::BindingRing`].
+//! - [`index`]: the [`index::AddressIndex`] of live and recently freed GPU address ranges with names.
+//!
+//! [`GpuCrashCapabilities`] says what the driver gave; [`GpuCrashReporter`] gives access to the index.
+
+pub mod capture;
+pub mod index;
+mod plugin;
+pub mod vulkan;
+
+use std::sync::{Arc, MutexGuard};
+
+use bevy::prelude::Resource;
+
+pub use plugin::{BindingMessengerGuard, GpuCrashReporterPlugin};
+pub use vulkan::GpuCrashCapabilities;
+
+use index::{AddressIndex, IndexerHandle};
+
+/// The reporter's live state, in both the main and the render world.
+#[derive(Resource, Clone)]
+pub struct GpuCrashReporter {
+    indexer: Arc<IndexerHandle>,
+    setup_error: Option<String>,
+}
+
+impl GpuCrashReporter {
+    fn new(indexer: Arc<IndexerHandle>) -> Self {
+        Self {
+            indexer,
+            setup_error: None,
+        }
+    }
+
+    /// Folds every binding event published so far and returns the locked index.
+    pub fn index(&self) -> MutexGuard<'_, AddressIndex> {
+        self.indexer.flush()
+    }
+
+    /// Binding events the ring had to drop because it was full (never silently lost).
+    pub fn binding_events_dropped(&self) -> u64 {
+        self.indexer.ring().dropped()
+    }
+
+    /// Why the plugin could not hook the render device (e.g. added after `RenderPlugin`), if so.
+    pub fn setup_error(&self) -> Option<&str> {
+        self.setup_error.as_deref()
+    }
+}

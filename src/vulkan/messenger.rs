@@ -1,0 +1,70 @@
+//! Our `VkDebugUtilsMessengerEXT` for address-binding messages, destroyed on drop.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::capture::{messenger::address_binding_callback, BindingRing};
+
+/// The registered messenger. Dropping it unregisters it; the ring it writes to is kept alive until
+/// then. It must be dropped before its instance is destroyed: its owner also holds the render device,
+/// which keeps the instance alive.
+pub struct BindingMessenger {
+    loader: ash::ext::debug_utils::Instance,
+    handle: vk::DebugUtilsMessengerEXT,
+    _ring: Arc<BindingRing>,
+}
+
+impl BindingMessenger {
+    /// Registers a messenger that receives `DEVICE_ADDRESS_BINDING` messages of every severity.
+    ///
+    /// # Safety
+    /// `instance` was created with `VK_EXT_debug_utils` enabled and outlives the returned value.
+    pub unsafe fn register(
+        entry: &ash::Entry,
+        instance: &ash::Instance,
+        ring: Arc<BindingRing>,
+    ) -> Result<Self, vk::Result> {
+        let loader = ash::ext::debug_utils::Instance::new(entry, instance);
+        let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(
+                vk::DebugUtilsMessageSeverityFlagsEXT::VERBOSE
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::INFO
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            )
+            .message_type(vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING)
+            .pfn_user_callback(Some(address_binding_callback))
+            .user_data(Arc::as_ptr(&ring) as *mut c_void);
+        // SAFETY: valid create info; the user data (the ring) is kept alive by `_ring` for as long as
+        // the messenger exists.
+        let handle = unsafe { loader.create_debug_utils_messenger(&info, None) }?;
+        Ok(Self {
+            loader,
+            handle,
+            _ring: ring,
+        })
+    }
+
+    /// The raw handle (for diagnostics and tests).
+    pub fn handle(&self) -> vk::DebugUtilsMessengerEXT {
+        self.handle
+    }
+}
+
+impl Drop for BindingMessenger {
+    fn drop(&mut self) {
+        // SAFETY: created by `register` on this loader's instance, destroyed exactly once, while the
+        // instance is alive (see the type's docs).
+        unsafe { self.loader.destroy_debug_utils_messenger(self.handle, None) };
+    }
+}
+
+impl std::fmt::Debug for BindingMessenger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("BindingMessenger")
+            .field(&self.handle)
+            .finish()
+    }
+}

@@ -1,0 +1,320 @@
+//! Everything that touches raw Vulkan: enabling the fault extensions on Bevy's render device through
+//! `raw_vulkan_init`, registering the binding messenger, reading the GPU's identity.
+//!
+//! The callbacks run inside `RenderPlugin::build`, while wgpu creates the instance and the device.
+//! Whatever the driver lacks is marked off in [`GpuCrashCapabilities::missing`]; the game runs as before.
+
+mod capabilities;
+mod features;
+mod messenger;
+
+use std::ffi::CStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ash::vk;
+use bevy::render::renderer::raw_vulkan_init::{AdditionalVulkanFeatures, RawVulkanInitSettings};
+use wgpu::hal::vulkan::{CreateDeviceCallbackArgs, CreateInstanceCallbackArgs};
+
+pub use capabilities::{
+    decode_api_version, decode_driver_version, vendor_name, GpuCrashCapabilities,
+};
+pub use features::{FaultFeatures, OfferedExtensions};
+pub use messenger::BindingMessenger;
+
+use crate::capture::BindingRing;
+use features::FeatureChain;
+
+/// Marker in Bevy's [`AdditionalVulkanFeatures`]: `VK_EXT_device_address_binding_report` is on.
+pub struct AddressBindingReportEnabled;
+/// Marker in Bevy's [`AdditionalVulkanFeatures`]: `VK_EXT_device_fault` is on.
+pub struct DeviceFaultExtEnabled;
+/// Marker in Bevy's [`AdditionalVulkanFeatures`]: `VK_KHR_device_fault` is on.
+pub struct DeviceFaultKhrEnabled;
+/// Marker in Bevy's [`AdditionalVulkanFeatures`]: `VK_KHR_shader_abort` is on.
+pub struct ShaderAbortKhrEnabled;
+
+/// Which capabilities to ask for (all by default; a game can switch pieces off).
+#[derive(Clone, Copy, Debug)]
+pub struct ExtensionRequest {
+    /// Ask for `VK_EXT_device_address_binding_report` and register the messenger.
+    pub address_binding_report: bool,
+    /// Ask for `VK_EXT_device_fault` / `VK_KHR_device_fault` (+ `VK_KHR_shader_abort`).
+    pub device_fault: bool,
+}
+
+impl Default for ExtensionRequest {
+    fn default() -> Self {
+        Self {
+            address_binding_report: true,
+            device_fault: true,
+        }
+    }
+}
+
+/// What the callbacks produced, picked up by the plugin once the renderer exists.
+#[derive(Default)]
+pub struct SetupOutcome {
+    /// `VK_EXT_debug_utils` is on the instance.
+    pub instance_debug_utils: bool,
+    /// Filled by the device callback.
+    pub capabilities: Option<GpuCrashCapabilities>,
+    /// Registered by the device callback; the plugin moves it into the render world.
+    pub messenger: Option<BindingMessenger>,
+    /// How often the device callback ran (more than once after renderer recovery).
+    pub device_callback_runs: u32,
+    feature_chain: Option<Box<FeatureChain>>,
+}
+
+/// State shared by the `raw_vulkan_init` callbacks and the plugin.
+pub struct VulkanSetup {
+    ring: Arc<BindingRing>,
+    request: ExtensionRequest,
+    outcome: Mutex<SetupOutcome>,
+}
+
+impl VulkanSetup {
+    /// Setup that feeds binding events into `ring`.
+    pub fn new(ring: Arc<BindingRing>, request: ExtensionRequest) -> Arc<Self> {
+        Arc::new(Self {
+            ring,
+            request,
+            outcome: Mutex::new(SetupOutcome::default()),
+        })
+    }
+
+    /// The outcome so far.
+    pub fn outcome(&self) -> MutexGuard<'_, SetupOutcome> {
+        self.outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers both callbacks on Bevy's settings.
+    pub fn install(self: &Arc<Self>, settings: &mut RawVulkanInitSettings) {
+        let on_instance = Arc::clone(self);
+        let on_device = Arc::clone(self);
+        // SAFETY: the instance callback only adds an extension the loader reports as available; the
+        // device callback only adds extensions the device offers and enables features it supports,
+        // and removes nothing.
+        unsafe {
+            settings.add_create_instance_callback(move |args, _features| {
+                on_instance.on_create_instance(args)
+            });
+            settings.add_create_device_callback(move |args, adapter, features| {
+                on_device.on_create_device(args, adapter, features)
+            });
+        }
+    }
+
+    fn on_create_instance(&self, args: &mut CreateInstanceCallbackArgs<'_, '_, '_>) {
+        let name = ash::ext::debug_utils::NAME;
+        let already = args.extensions.contains(&name);
+        // SAFETY: plain loader query with a valid entry.
+        let offered = already
+            || unsafe { args.entry.enumerate_instance_extension_properties(None) }
+                .map(|list| list.iter().any(|e| e.extension_name_as_c_str() == Ok(name)))
+                .unwrap_or(false);
+        if offered && !already {
+            // wgpu adds it only with InstanceFlags::DEBUG; release builds need it too.
+            args.extensions.push(name);
+        }
+        self.outcome().instance_debug_utils = offered;
+    }
+
+    fn on_create_device(
+        &self,
+        args: &mut CreateDeviceCallbackArgs<'_, '_, '_>,
+        adapter: &wgpu::hal::vulkan::Adapter,
+        markers: &mut AdditionalVulkanFeatures,
+    ) {
+        let shared = adapter.shared_instance();
+        let instance = shared.raw_instance();
+        let physical_device = adapter.raw_physical_device();
+        let offered_by_device = |name: &CStr| {
+            adapter
+                .physical_device_capabilities()
+                .supports_extension(name)
+        };
+        let debug_utils = shared.extensions().contains(&ash::ext::debug_utils::NAME);
+        // SAFETY: valid instance and physical device handles from wgpu.
+        let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+        let mut missing = Vec::new();
+        let mut offer = |wanted: bool, name: &CStr, needs: Option<(bool, &str)>| -> bool {
+            if !wanted {
+                missing.push(format!("{}: disabled in settings", name.to_string_lossy()));
+                return false;
+            }
+            if !offered_by_device(name) {
+                missing.push(format!(
+                    "{}: not offered by the driver",
+                    name.to_string_lossy()
+                ));
+                return false;
+            }
+            if let Some((false, why)) = needs {
+                missing.push(format!("{}: {why}", name.to_string_lossy()));
+                return false;
+            }
+            true
+        };
+        let properties2 = shared.instance_api_version() >= vk::API_VERSION_1_1
+            && properties.api_version >= vk::API_VERSION_1_1;
+        let needs_properties2 = Some((properties2, "needs Vulkan 1.1 for the feature query"));
+        let offered = OfferedExtensions {
+            address_binding_report: offer(
+                self.request.address_binding_report,
+                vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+                Some((
+                    debug_utils && properties2,
+                    "needs VK_EXT_debug_utils on the instance and Vulkan 1.1",
+                )),
+            ),
+            device_fault_ext: offer(
+                self.request.device_fault,
+                vk::EXT_DEVICE_FAULT_NAME,
+                needs_properties2,
+            ),
+            device_fault_khr: offer(
+                self.request.device_fault,
+                vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
+                needs_properties2,
+            ),
+            shader_abort_khr: offer(
+                self.request.device_fault,
+                vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
+                needs_properties2,
+            ),
+        };
+        // SAFETY: Vulkan 1.1 checked above for every offered extension (none are offered otherwise).
+        let supported = unsafe { FeatureChain::query(instance, physical_device, offered) };
+        let mut enable = |on: bool, name: &'static CStr, feature: &str| {
+            if on {
+                if !args.extensions.contains(&name) {
+                    args.extensions.push(name);
+                }
+            } else if offered_by_device(name) {
+                missing.push(format!(
+                    "{}: offered, but {feature} is not supported",
+                    name.to_string_lossy()
+                ));
+            }
+        };
+        enable(
+            supported.report_address_binding,
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+            "reportAddressBinding",
+        );
+        enable(
+            supported.device_fault_ext,
+            vk::EXT_DEVICE_FAULT_NAME,
+            "deviceFault",
+        );
+        enable(
+            supported.device_fault_khr,
+            vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
+            "deviceFault",
+        );
+        enable(
+            supported.shader_abort,
+            vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
+            "shaderAbort",
+        );
+        let enabled = FaultFeatures {
+            device_fault_ext_vendor_binary: supported.device_fault_ext
+                && supported.device_fault_ext_vendor_binary,
+            device_fault_khr_vendor_binary: supported.device_fault_khr
+                && supported.device_fault_khr_vendor_binary,
+            ..supported
+        };
+        let mut chain = FeatureChain::enabling(enabled);
+        // SAFETY: the chain is boxed and stored in `outcome` below, so it outlives vkCreateDevice.
+        unsafe { chain.prepend_to(enabled, args.create_info) };
+
+        if enabled.report_address_binding {
+            markers.insert::<AddressBindingReportEnabled>();
+        }
+        if enabled.device_fault_ext {
+            markers.insert::<DeviceFaultExtEnabled>();
+        }
+        if enabled.device_fault_khr {
+            markers.insert::<DeviceFaultKhrEnabled>();
+        }
+        if enabled.shader_abort {
+            markers.insert::<ShaderAbortKhrEnabled>();
+        }
+
+        // Register the messenger now, before the device exists, so no bind of the device is missed.
+        let messenger = if debug_utils && self.request.address_binding_report {
+            // SAFETY: the instance has VK_EXT_debug_utils and outlives the messenger (see
+            // BindingMessenger's docs: its owner holds the render device).
+            match unsafe {
+                BindingMessenger::register(shared.entry(), instance, Arc::clone(&self.ring))
+            } {
+                Ok(m) => Some(m),
+                Err(err) => {
+                    missing.push(format!(
+                        "binding messenger: vkCreateDebugUtilsMessengerEXT failed: {err}"
+                    ));
+                    None
+                }
+            }
+        } else {
+            if !debug_utils {
+                missing.push("VK_EXT_debug_utils: not offered by the loader".into());
+            }
+            None
+        };
+
+        let capabilities = GpuCrashCapabilities {
+            gpu_name: properties
+                .device_name_as_c_str()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            vendor_id: properties.vendor_id,
+            device_id: properties.device_id,
+            vendor_name: vendor_name(properties.vendor_id).to_owned(),
+            device_type: format!("{:?}", properties.device_type),
+            driver_version_raw: properties.driver_version,
+            driver_version: decode_driver_version(properties.vendor_id, properties.driver_version),
+            api_version: decode_api_version(properties.api_version),
+            debug_utils,
+            binding_messenger: messenger.is_some(),
+            address_binding_report: enabled.report_address_binding,
+            device_fault_ext: enabled.device_fault_ext,
+            device_fault_khr: enabled.device_fault_khr,
+            device_fault_vendor_binary: enabled.device_fault_ext_vendor_binary
+                || enabled.device_fault_khr_vendor_binary,
+            shader_abort_khr: enabled.shader_abort,
+            missing,
+            ..driver_identity(instance, physical_device, properties.api_version)
+        };
+
+        let mut outcome = self.outcome();
+        outcome.device_callback_runs += 1;
+        outcome.capabilities = Some(capabilities);
+        outcome.messenger = messenger;
+        outcome.feature_chain = Some(chain);
+    }
+}
+
+/// Driver name and info from `VkPhysicalDeviceDriverProperties` (Vulkan 1.2), empty before that.
+fn driver_identity(
+    instance: &ash::Instance,
+    physical_device: vk::PhysicalDevice,
+    api_version: u32,
+) -> GpuCrashCapabilities {
+    if api_version < vk::API_VERSION_1_2 {
+        return GpuCrashCapabilities::default();
+    }
+    let mut driver = vk::PhysicalDeviceDriverProperties::default();
+    let mut properties2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+    // SAFETY: Vulkan 1.2 device: the driver-properties structure is core and may be chained.
+    unsafe { instance.get_physical_device_properties2(physical_device, &mut properties2) };
+    let text = |r: Result<&CStr, _>| {
+        r.map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    GpuCrashCapabilities {
+        driver_name: text(driver.driver_name_as_c_str()),
+        driver_info: text(driver.driver_info_as_c_str()),
+        ..Default::default()
+    }
+}
