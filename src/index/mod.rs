@@ -10,7 +10,9 @@
 mod indexer;
 mod range_table;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use bevy::platform::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -268,11 +270,14 @@ impl AddressIndex {
 
     fn bind(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
         self.stats.binds += 1;
-        let ids = self.live_by_object.get(&key).cloned().unwrap_or_default();
+        let ids = self
+            .live_by_object
+            .get(&key)
+            .map_or(&[][..], |ids| &ids[..]);
         if !record.is_internal_object() {
             // The driver now reports this handle as the application's: its earlier internal
             // bindings are the same object.
-            for &id in &ids {
+            for &id in ids {
                 if let Some(binding) = self.live.get_mut(id) {
                     binding.internal = false;
                 }

@@ -6,7 +6,9 @@
 //! overlapping range of that class can start: a range of size < 2^k that overlaps `lo` starts after
 //! `lo - 2^k`. Each class is an ordered map, so a query is 65 short range scans.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use bevy::platform::collections::HashMap;
 
 /// Number of size classes: class k holds sizes in [2^(k-1), 2^k), class 0 holds size 0 (treated as 1).
 const CLASSES: usize = 65;

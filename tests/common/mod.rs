@@ -1,0 +1,87 @@
+//! Shared set-up for tests that run a real headless Bevy app on the software Vulkan driver.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use bevy::prelude::*;
+use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
+use bevy::render::RenderPlugin;
+use bevy::window::ExitCondition;
+
+/// lavapipe's ICD manifest on Debian.
+pub const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+
+/// Points the Vulkan loader at lavapipe only and gives Bevy a runtime dir. Call before any Vulkan use.
+pub fn use_lavapipe() {
+    assert!(
+        Path::new(LAVAPIPE_ICD).exists(),
+        "lavapipe is missing: apt-get install mesa-vulkan-drivers libvulkan1"
+    );
+    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
+    std::fs::create_dir_all(&runtime).unwrap();
+    // SAFETY (not unsafe in edition 2021, but still process-global): called before any thread of
+    // this test binary reads the environment.
+    std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
+    std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
+    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+}
+
+/// Enables the Khronos validation layer for every instance of this process and makes it write every
+/// message to `log`. Returns the log path.
+pub fn enable_validation_layer(dir: &Path) -> PathBuf {
+    assert!(
+        Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists(),
+        "the Khronos validation layer is missing: apt-get install vulkan-validationlayers"
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    let log = dir.join("validation.log");
+    let _ = std::fs::remove_file(&log);
+    let settings = dir.join("vk_layer_settings.txt");
+    std::fs::write(
+        &settings,
+        format!(
+            "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n\
+             khronos_validation.report_flags = error,warn,info\n\
+             khronos_validation.log_filename = {}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::env::set_var("VK_LAYER_SETTINGS_PATH", &settings);
+    std::env::set_var("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
+    log
+}
+
+/// Default plugins for a headless app on Vulkan: no window, no exit when there is none.
+pub fn headless_default_plugins() -> impl PluginGroup {
+    DefaultPlugins
+        .set(WindowPlugin {
+            primary_window: None,
+            exit_condition: ExitCondition::DontExit,
+            ..default()
+        })
+        .set(RenderPlugin {
+            render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
+                backends: Some(Backends::VULKAN),
+                ..default()
+            })),
+            ..default()
+        })
+}
+
+/// Finishes plugin set-up the way `App::run` does, for tests that drive `update` themselves.
+pub fn finish(app: &mut App) {
+    while app.plugins_state() == bevy::app::PluginsState::Adding {
+        bevy::tasks::tick_global_task_pools_on_main_thread();
+    }
+    app.finish();
+    app.cleanup();
+}
+
+/// A scratch directory under the target dir, fresh per call.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
