@@ -1,0 +1,144 @@
+//! The crash drill: a headless Bevy app that creates and frees labelled GPU buffers and textures
+//! every frame through ordinary Bevy/wgpu APIs, with the GPU crash reporter watching.
+//!
+//! Run it with `cargo xtask drill` to put the `VK_LAYER_gpu_crash_drill` fault-injection layer under it
+//! (`GPU_CRASH_DRILL=use-after-free` and friends, see README), or plainly with
+//! `cargo run --example crash_drill` to see what the reporter captures on your driver.
+//!
+//! Environment: `CRASH_DRILL_FRAMES` (default 120) frames to run before exiting normally.
+
+use std::time::Duration;
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::prelude::*;
+use bevy::render::render_resource::{
+    BufferDescriptor, BufferUsages, Extent3d, TextureDescriptor, TextureDimension, TextureFormat,
+    TextureUsages,
+};
+use bevy::render::renderer::RenderDevice;
+use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
+use bevy::render::RenderPlugin;
+use bevy::window::ExitCondition;
+use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
+
+fn main() -> AppExit {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY (process-global, but no other thread exists yet).
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
+    let frames = std::env::var("CRASH_DRILL_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120u32);
+    App::new()
+        .add_plugins(GpuCrashReporterPlugin::default())
+        .add_plugins(
+            DefaultPlugins
+                .set(WindowPlugin {
+                    primary_window: None,
+                    exit_condition: ExitCondition::DontExit,
+                    ..default()
+                })
+                .set(RenderPlugin {
+                    render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
+                        backends: Some(Backends::VULKAN),
+                        ..default()
+                    })),
+                    ..default()
+                }),
+        )
+        .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+        .insert_resource(DrillFrames {
+            remaining: frames,
+            total: frames,
+        })
+        .add_systems(Update, (churn_gpu_resources, finish_after_frames).chain())
+        .run()
+}
+
+#[derive(Resource)]
+struct DrillFrames {
+    remaining: u32,
+    total: u32,
+}
+
+/// Long-lived resources the drill keeps alive, plus the per-frame ones it frees next frame.
+#[derive(Default)]
+struct Churn {
+    frame: u64,
+    keep: Vec<bevy::render::render_resource::Buffer>,
+    last: Vec<bevy::render::render_resource::Buffer>,
+    last_textures: Vec<bevy::render::render_resource::Texture>,
+}
+
+fn churn_gpu_resources(device: Res<RenderDevice>, mut churn: Local<Churn>) {
+    churn.frame += 1;
+    if churn.keep.is_empty() {
+        for label in ["particles", "terrain_vertices", "light_grid"] {
+            churn.keep.push(device.create_buffer(&BufferDescriptor {
+                label: Some(label),
+                size: 256 * 1024,
+                usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }));
+        }
+    }
+    for buffer in churn.last.drain(..) {
+        buffer.destroy();
+    }
+    for texture in churn.last_textures.drain(..) {
+        texture.destroy();
+    }
+    let frame = churn.frame;
+    let buffer = device.create_buffer(&BufferDescriptor {
+        label: Some(&format!("frame_uniforms_{}", frame % 4)),
+        size: 64 * 1024,
+        usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    churn.last.push(buffer);
+    let texture = device.create_texture(&TextureDescriptor {
+        label: Some("shadow_atlas"),
+        size: Extent3d {
+            width: 256,
+            height: 256,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: TextureDimension::D2,
+        format: TextureFormat::Rgba8Unorm,
+        usage: TextureUsages::TEXTURE_BINDING | TextureUsages::COPY_DST,
+        view_formats: &[],
+    });
+    churn.last_textures.push(texture);
+}
+
+fn finish_after_frames(
+    mut frames: ResMut<DrillFrames>,
+    reporter: Res<GpuCrashReporter>,
+    capabilities: Option<Res<GpuCrashCapabilities>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    frames.remaining = frames.remaining.saturating_sub(1);
+    if frames.remaining > 0 {
+        return;
+    }
+    let index = reporter.index();
+    let stats = index.stats();
+    println!(
+        "crash drill: {} frames, no fault. GPU: {}. Binding events: {} ({} binds, {} unbinds, {} dropped); \
+         live ranges {}, freed ranges {}",
+        frames.total,
+        capabilities
+            .map(|c| c.gpu_name.clone())
+            .unwrap_or_else(|| "not Vulkan".into()),
+        stats.events,
+        stats.binds,
+        stats.unbinds,
+        reporter.binding_events_dropped(),
+        index.live_len(),
+        index.freed_len(),
+    );
+    exit.write(AppExit::Success);
+}
