@@ -32,8 +32,10 @@
 //! [`GpuCrashCapabilities`] says what the driver gave; [`GpuCrashReporter`] gives access to the index.
 
 pub mod capture;
+pub mod deliver;
 pub mod index;
 mod plugin;
+pub mod report;
 pub mod vulkan;
 
 use std::sync::{Arc, MutexGuard};

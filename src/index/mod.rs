@@ -125,7 +125,7 @@ pub struct IndexedEvent {
 }
 
 /// Counters that say how faithful the index is.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct IndexStats {
     /// Records folded in.
     pub events: u64,

@@ -1,0 +1,1 @@
+//! Deliver: the on-disk outbox and the Sentry upload.
