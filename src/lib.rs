@@ -36,6 +36,7 @@ pub mod deliver;
 pub mod index;
 mod plugin;
 pub mod report;
+pub mod resolve;
 pub mod vulkan;
 
 use std::sync::{Arc, MutexGuard};
