@@ -1,0 +1,481 @@
+//! Address bookkeeping: the layer's own GPU virtual address space and the binding reports it sends.
+//!
+//! lavapipe has no `VK_EXT_device_address_binding_report`, so the layer invents addresses: each
+//! memory allocation gets a range from a deterministic bump allocator (never reused, so a freed range
+//! stays unambiguous), buffers and images bound to it live at memory address + offset with the size
+//! from their memory requirements. The same records tell the fault injector where objects were.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::{c_void, CString};
+
+use ash::vk;
+
+use crate::dispatch::InstanceData;
+
+/// First address handed out; far from 0 so a null-ish address never matches an object.
+pub(crate) const VA_BASE: u64 = 0x1_0000_0000;
+/// Alignment of every memory allocation's address (and the guard gap between allocations).
+pub(crate) const VA_ALIGN: u64 = 64 * 1024;
+/// How many unbound objects are remembered for use-after-free targeting.
+const FREED_HISTORY: usize = 4096;
+
+/// A GPU virtual address range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Range {
+    pub base: u64,
+    pub size: u64,
+}
+
+/// One binding report to send to the application's messengers.
+#[derive(Clone, Debug)]
+pub(crate) struct BindingEvent {
+    pub object_type: vk::ObjectType,
+    pub handle: u64,
+    pub name: Option<String>,
+    pub binding_type: vk::DeviceAddressBindingTypeEXT,
+    pub range: Range,
+}
+
+/// An object the fault injector may blame.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub object_type: vk::ObjectType,
+    pub handle: u64,
+    pub name: Option<String>,
+    pub range: Range,
+}
+
+impl Target {
+    /// "BUFFER 0x… \"name\"" for descriptions and logs.
+    pub(crate) fn describe(&self) -> String {
+        let kind = match self.object_type {
+            vk::ObjectType::BUFFER => "buffer",
+            vk::ObjectType::IMAGE => "image",
+            vk::ObjectType::DEVICE_MEMORY => "memory",
+            _ => "object",
+        };
+        match &self.name {
+            Some(n) => format!("{kind} \"{n}\" (0x{:x})", self.handle),
+            None => format!("{kind} 0x{:x}", self.handle),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Resource {
+    requirement_size: u64,
+    bound: Option<Range>,
+    /// Order of binding, to find the most recently bound object.
+    bind_seq: u64,
+}
+
+/// Per-device address bookkeeping.
+#[derive(Debug)]
+pub(crate) struct DeviceTracker {
+    next_va: u64,
+    bind_seq: u64,
+    memories: HashMap<u64, (Range, u64)>,
+    resources: HashMap<(vk::ObjectType, u64), Resource>,
+    names: HashMap<(vk::ObjectType, u64), String>,
+    seen_names: HashSet<String>,
+    freed: VecDeque<Target>,
+}
+
+impl Default for DeviceTracker {
+    fn default() -> Self {
+        Self {
+            next_va: VA_BASE,
+            bind_seq: 0,
+            memories: HashMap::new(),
+            resources: HashMap::new(),
+            names: HashMap::new(),
+            seen_names: HashSet::new(),
+            freed: VecDeque::new(),
+        }
+    }
+}
+
+fn align_up(v: u64, a: u64) -> u64 {
+    v.div_ceil(a).saturating_mul(a)
+}
+
+impl DeviceTracker {
+    fn name(&self, object_type: vk::ObjectType, handle: u64) -> Option<String> {
+        self.names.get(&(object_type, handle)).cloned()
+    }
+
+    fn event(
+        &self,
+        object_type: vk::ObjectType,
+        handle: u64,
+        binding_type: vk::DeviceAddressBindingTypeEXT,
+        range: Range,
+    ) -> BindingEvent {
+        BindingEvent {
+            object_type,
+            handle,
+            name: self.name(object_type, handle),
+            binding_type,
+            range,
+        }
+    }
+
+    fn remember_freed(&mut self, object_type: vk::ObjectType, handle: u64, range: Range) {
+        if self.freed.len() == FREED_HISTORY {
+            self.freed.pop_front();
+        }
+        let name = self.name(object_type, handle);
+        self.freed.push_back(Target {
+            object_type,
+            handle,
+            name,
+            range,
+        });
+    }
+
+    /// `vkSetDebugUtilsObjectNameEXT`. An empty or null name removes it.
+    pub(crate) fn set_name(
+        &mut self,
+        object_type: vk::ObjectType,
+        handle: u64,
+        name: Option<String>,
+    ) {
+        match name.filter(|n| !n.is_empty()) {
+            Some(n) => {
+                self.seen_names.insert(n.clone());
+                self.names.insert((object_type, handle), n);
+            }
+            None => {
+                self.names.remove(&(object_type, handle));
+            }
+        }
+    }
+
+    /// True once any object carried this debug name.
+    pub(crate) fn has_seen_name(&self, name: &str) -> bool {
+        self.seen_names.contains(name)
+    }
+
+    /// `vkAllocateMemory` succeeded: assign a fresh range.
+    pub(crate) fn allocate(&mut self, memory: u64, size: u64) -> BindingEvent {
+        let base = self.next_va;
+        let span = align_up(size.max(1), VA_ALIGN);
+        // One aligned guard gap after each allocation: an address just past the end of an object at
+        // the end of its memory falls into unmapped space, as on real hardware.
+        self.next_va = base.saturating_add(span).saturating_add(VA_ALIGN);
+        let range = Range { base, size };
+        self.bind_seq += 1;
+        self.memories.insert(memory, (range, self.bind_seq));
+        self.event(
+            vk::ObjectType::DEVICE_MEMORY,
+            memory,
+            vk::DeviceAddressBindingTypeEXT::BIND,
+            range,
+        )
+    }
+
+    /// `vkFreeMemory`.
+    pub(crate) fn free(&mut self, memory: u64) -> Option<BindingEvent> {
+        let (range, _) = self.memories.remove(&memory)?;
+        let ev = self.event(
+            vk::ObjectType::DEVICE_MEMORY,
+            memory,
+            vk::DeviceAddressBindingTypeEXT::UNBIND,
+            range,
+        );
+        self.remember_freed(vk::ObjectType::DEVICE_MEMORY, memory, range);
+        self.names.remove(&(vk::ObjectType::DEVICE_MEMORY, memory));
+        Some(ev)
+    }
+
+    /// `vkCreateBuffer` / `vkCreateImage` succeeded; `requirement_size` from the memory requirements.
+    pub(crate) fn create_resource(
+        &mut self,
+        object_type: vk::ObjectType,
+        handle: u64,
+        requirement_size: u64,
+    ) {
+        // Handles can be reused by the driver after destruction: start from a clean slate.
+        self.names.remove(&(object_type, handle));
+        self.resources.insert(
+            (object_type, handle),
+            Resource {
+                requirement_size,
+                bound: None,
+                bind_seq: 0,
+            },
+        );
+    }
+
+    /// A successful bind of a buffer or image to `memory` at `offset`.
+    pub(crate) fn bind_resource(
+        &mut self,
+        object_type: vk::ObjectType,
+        handle: u64,
+        memory: u64,
+        offset: u64,
+    ) -> Option<BindingEvent> {
+        let (mem, _) = *self.memories.get(&memory)?;
+        self.bind_seq += 1;
+        let seq = self.bind_seq;
+        let res = self.resources.get_mut(&(object_type, handle))?;
+        let range = Range {
+            base: mem.base.saturating_add(offset),
+            size: res.requirement_size,
+        };
+        res.bound = Some(range);
+        res.bind_seq = seq;
+        Some(self.event(
+            object_type,
+            handle,
+            vk::DeviceAddressBindingTypeEXT::BIND,
+            range,
+        ))
+    }
+
+    /// `vkDestroyBuffer` / `vkDestroyImage`: an unbind event when it was bound.
+    pub(crate) fn destroy_resource(
+        &mut self,
+        object_type: vk::ObjectType,
+        handle: u64,
+    ) -> Option<BindingEvent> {
+        let res = self.resources.remove(&(object_type, handle))?;
+        let ev = res.bound.map(|range| {
+            let ev = self.event(
+                object_type,
+                handle,
+                vk::DeviceAddressBindingTypeEXT::UNBIND,
+                range,
+            );
+            self.remember_freed(object_type, handle, range);
+            ev
+        });
+        self.names.remove(&(object_type, handle));
+        ev
+    }
+
+    /// A binding report from a driver that implements the extension itself: its addresses replace the
+    /// layer's own. Duplicate and unmatched reports (normal on NVIDIA) are harmless.
+    pub(crate) fn observe(
+        &mut self,
+        object_type: vk::ObjectType,
+        handle: u64,
+        binding_type: vk::DeviceAddressBindingTypeEXT,
+        range: Range,
+    ) {
+        let bind = binding_type == vk::DeviceAddressBindingTypeEXT::BIND;
+        self.bind_seq += 1;
+        let seq = self.bind_seq;
+        if object_type == vk::ObjectType::DEVICE_MEMORY {
+            if bind {
+                self.memories.insert(handle, (range, seq));
+            } else if self.memories.remove(&handle).is_some() {
+                self.remember_freed(object_type, handle, range);
+            }
+            return;
+        }
+        let Some(res) = self.resources.get_mut(&(object_type, handle)) else {
+            return;
+        };
+        if bind {
+            res.bound = Some(range);
+            res.bind_seq = seq;
+        } else if res.bound.take().is_some() {
+            self.remember_freed(object_type, handle, range);
+        }
+    }
+
+    /// The object a use-after-free blames: the most recently unbound object named `label`, or without
+    /// a label the most recently destroyed buffer.
+    pub(crate) fn freed_target(&self, label: Option<&str>) -> Option<Target> {
+        self.freed
+            .iter()
+            .rev()
+            .find(|t| match label {
+                Some(l) => t.name.as_deref() == Some(l),
+                None => t.object_type == vk::ObjectType::BUFFER,
+            })
+            .cloned()
+    }
+
+    /// The live object an out-of-bounds or in-bounds fault blames: the most recently bound live object
+    /// named `label` (buffer, image or memory), or without a label the most recently bound buffer.
+    pub(crate) fn live_target(&self, label: Option<&str>) -> Option<Target> {
+        let resources = self
+            .resources
+            .iter()
+            .filter_map(|(&(ty, h), r)| r.bound.map(|range| (ty, h, range, r.bind_seq)));
+        let memories = self
+            .memories
+            .iter()
+            .map(|(&h, &(range, seq))| (vk::ObjectType::DEVICE_MEMORY, h, range, seq));
+        resources
+            .chain(memories)
+            .filter(|&(ty, h, _, _)| match label {
+                Some(l) => self.names.get(&(ty, h)).map(String::as_str) == Some(l),
+                None => ty == vk::ObjectType::BUFFER,
+            })
+            .max_by_key(|&(_, _, _, seq)| seq)
+            .map(|(ty, h, range, _)| Target {
+                object_type: ty,
+                handle: h,
+                name: self.name(ty, h),
+                range,
+            })
+    }
+}
+
+/// Sends binding reports to every messenger of `instance` that asked for them (INFO severity and the
+/// DEVICE_ADDRESS_BINDING type), with the structures the spec prescribes:
+/// `VkDebugUtilsMessengerCallbackDataEXT` → pNext `VkDeviceAddressBindingCallbackDataEXT`, and one
+/// `VkDebugUtilsObjectNameInfoEXT` naming the object.
+///
+/// Must be called without any layer lock held: the callback is application code.
+pub(crate) fn emit(instance: &InstanceData, events: &[BindingEvent]) {
+    if events.is_empty() {
+        return;
+    }
+    let messengers: Vec<_> = instance
+        .messengers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|m| {
+            m.severity
+                .contains(vk::DebugUtilsMessageSeverityFlagsEXT::INFO)
+                && m.types
+                    .contains(vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING)
+        })
+        .copied()
+        .collect();
+    if messengers.is_empty() {
+        return;
+    }
+    for ev in events {
+        let name = ev.name.as_deref().and_then(|n| CString::new(n).ok());
+        let verb = if ev.binding_type == vk::DeviceAddressBindingTypeEXT::BIND {
+            "bind"
+        } else {
+            "unbind"
+        };
+        let message = CString::new(format!(
+            "gpu_crash_drill: {verb} {:?} 0x{:x} at [0x{:x}, 0x{:x})",
+            ev.object_type,
+            ev.handle,
+            ev.range.base,
+            ev.range.base.saturating_add(ev.range.size)
+        ))
+        .unwrap_or_default();
+        let binding = vk::DeviceAddressBindingCallbackDataEXT {
+            flags: vk::DeviceAddressBindingFlagsEXT::empty(),
+            base_address: ev.range.base,
+            size: ev.range.size,
+            binding_type: ev.binding_type,
+            ..Default::default()
+        };
+        let object = vk::DebugUtilsObjectNameInfoEXT {
+            object_type: ev.object_type,
+            object_handle: ev.handle,
+            p_object_name: name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
+            ..Default::default()
+        };
+        let data = vk::DebugUtilsMessengerCallbackDataEXT {
+            p_next: (&binding as *const vk::DeviceAddressBindingCallbackDataEXT).cast::<c_void>(),
+            p_message_id_name: c"gpu_crash_drill-address-binding".as_ptr(),
+            message_id_number: 0,
+            p_message: message.as_ptr(),
+            object_count: 1,
+            p_objects: &object,
+            ..Default::default()
+        };
+        for m in &messengers {
+            if let Some(cb) = m.callback {
+                // SAFETY: `cb` is the application's callback registered with this messenger; every
+                // pointer in `data` refers to locals that outlive the call, as the spec requires.
+                unsafe {
+                    cb(
+                        vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
+                        vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
+                        &data,
+                        m.user_data as *mut c_void,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_aligned_disjoint_and_never_reused() {
+        let mut t = DeviceTracker::default();
+        let a = t.allocate(1, 100).range;
+        let b = t.allocate(2, 3 * VA_ALIGN).range;
+        assert_eq!(a.base, VA_BASE);
+        assert!(a.base.is_multiple_of(VA_ALIGN));
+        assert!(b.base.is_multiple_of(VA_ALIGN));
+        assert!(
+            b.base >= a.base + VA_ALIGN * 2,
+            "guard gap after each allocation"
+        );
+        t.free(1).unwrap();
+        let c = t.allocate(3, 100).range;
+        assert!(c.base > b.base + b.size);
+    }
+
+    #[test]
+    fn buffers_bind_at_memory_plus_offset_and_unbind_once() {
+        let mut t = DeviceTracker::default();
+        let mem = t.allocate(10, 1 << 20).range;
+        t.create_resource(vk::ObjectType::BUFFER, 20, 4096);
+        t.set_name(vk::ObjectType::BUFFER, 20, Some("vertices".into()));
+        let ev = t
+            .bind_resource(vk::ObjectType::BUFFER, 20, 10, 512)
+            .unwrap();
+        assert_eq!(
+            ev.range,
+            Range {
+                base: mem.base + 512,
+                size: 4096
+            }
+        );
+        assert_eq!(ev.name.as_deref(), Some("vertices"));
+        assert_eq!(t.live_target(None).unwrap().handle, 20);
+        assert_eq!(t.live_target(Some("vertices")).unwrap().handle, 20);
+        assert!(t.live_target(Some("other")).is_none());
+        let un = t.destroy_resource(vk::ObjectType::BUFFER, 20).unwrap();
+        assert_eq!(un.binding_type, vk::DeviceAddressBindingTypeEXT::UNBIND);
+        assert!(t.destroy_resource(vk::ObjectType::BUFFER, 20).is_none());
+        let freed = t.freed_target(None).unwrap();
+        assert_eq!((freed.handle, freed.range), (20, ev.range));
+        assert_eq!(t.freed_target(Some("vertices")).unwrap().handle, 20);
+        assert!(t.live_target(None).is_none());
+    }
+
+    #[test]
+    fn driver_addresses_replace_the_layers() {
+        let mut t = DeviceTracker::default();
+        let bind = vk::DeviceAddressBindingTypeEXT::BIND;
+        let r = |base| Range { base, size: 0x1000 };
+        t.observe(vk::ObjectType::DEVICE_MEMORY, 1, bind, r(0x64_0000));
+        t.observe(vk::ObjectType::DEVICE_MEMORY, 1, bind, r(0xdefd_0000_0000));
+        t.observe(vk::ObjectType::DEVICE_MEMORY, 1, bind, r(0xdefd_0000_0000));
+        t.create_resource(vk::ObjectType::BUFFER, 2, 0x1000);
+        t.observe(vk::ObjectType::BUFFER, 2, bind, r(0xdefd_0000_0000));
+        t.observe(vk::ObjectType::BUFFER, 9, bind, r(0x5000)); // unknown object: ignored
+        assert_eq!(t.live_target(None).unwrap().range, r(0xdefd_0000_0000));
+        t.destroy_resource(vk::ObjectType::BUFFER, 2);
+        assert_eq!(t.freed_target(None).unwrap().range, r(0xdefd_0000_0000));
+    }
+
+    #[test]
+    fn unbound_buffer_is_not_reported_on_destroy() {
+        let mut t = DeviceTracker::default();
+        t.create_resource(vk::ObjectType::BUFFER, 1, 64);
+        assert!(t.destroy_resource(vk::ObjectType::BUFFER, 1).is_none());
+        assert!(t.freed_target(None).is_none());
+    }
+}

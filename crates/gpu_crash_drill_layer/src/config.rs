@@ -1,0 +1,233 @@
+//! The drill configuration, read from the environment when an instance is created.
+//!
+//! Bad values never stop the application: each one logs a single `[gpu_crash_drill]` line and falls
+//! back to "no fault" (scenario) or the documented default (other knobs).
+
+use crate::log::log_line;
+
+/// Which fault to inject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Scenario {
+    /// A queue submission after the target was unbound loses the device; the fault address lies inside
+    /// the target's freed range.
+    UseAfterFree(Option<String>),
+    /// The fault address is the first byte past the end of a live target.
+    OutOfBounds(Option<String>),
+    /// The fault address is inside a live target (a read fault).
+    InBounds(Option<String>),
+    /// A submission never completes; the device is not lost.
+    Hang,
+}
+
+impl Scenario {
+    /// The label the scenario is restricted to, if any.
+    pub(crate) fn label(&self) -> Option<&str> {
+        match self {
+            Scenario::UseAfterFree(l) | Scenario::OutOfBounds(l) | Scenario::InBounds(l) => {
+                l.as_deref()
+            }
+            Scenario::Hang => None,
+        }
+    }
+
+    /// Stable name, as written in `GPU_CRASH_DRILL`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Scenario::UseAfterFree(_) => "use-after-free",
+            Scenario::OutOfBounds(_) => "out-of-bounds",
+            Scenario::InBounds(_) => "in-bounds",
+            Scenario::Hang => "hang",
+        }
+    }
+
+    /// Code put into `vendorFaultCode` so tools can tell the scenarios apart.
+    pub(crate) fn vendor_code(&self) -> u64 {
+        match self {
+            Scenario::UseAfterFree(_) => 1,
+            Scenario::OutOfBounds(_) => 2,
+            Scenario::InBounds(_) => 3,
+            Scenario::Hang => 4,
+        }
+    }
+}
+
+/// Which fault extension the layer provides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultApi {
+    /// `VK_EXT_device_fault`.
+    Ext,
+    /// `VK_KHR_device_fault` + `VK_KHR_shader_abort`.
+    Khr,
+}
+
+/// Everything the environment configures.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub scenario: Option<Scenario>,
+    pub api: FaultApi,
+    /// Number of submissions that pass before a fault may trigger.
+    pub after: u64,
+    /// `addressPrecision` of reported addresses (a power of two).
+    pub precision: u64,
+}
+
+pub(crate) const DEFAULT_AFTER: u64 = 30;
+pub(crate) const DEFAULT_PRECISION: u64 = 4096;
+
+impl Config {
+    /// Reads `GPU_CRASH_DRILL`, `GPU_CRASH_DRILL_API`, `GPU_CRASH_DRILL_AFTER`,
+    /// `GPU_CRASH_DRILL_PRECISION`.
+    pub(crate) fn from_env() -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        Self::parse(
+            var("GPU_CRASH_DRILL").as_deref(),
+            var("GPU_CRASH_DRILL_API").as_deref(),
+            var("GPU_CRASH_DRILL_AFTER").as_deref(),
+            var("GPU_CRASH_DRILL_PRECISION").as_deref(),
+            &mut |line| log_line(line),
+        )
+    }
+
+    /// Parses the four values; `log` receives one line per bad value.
+    pub(crate) fn parse(
+        scenario: Option<&str>,
+        api: Option<&str>,
+        after: Option<&str>,
+        precision: Option<&str>,
+        log: &mut dyn FnMut(&str),
+    ) -> Self {
+        let scenario = scenario.and_then(|s| {
+            let s = s.trim();
+            let (name, label) = match s.split_once(':') {
+                Some((n, l)) if !l.is_empty() => (n, Some(l.to_string())),
+                Some((n, _)) => (n, None),
+                None => (s, None),
+            };
+            match name.to_ascii_lowercase().as_str() {
+                "use-after-free" => Some(Scenario::UseAfterFree(label)),
+                "out-of-bounds" => Some(Scenario::OutOfBounds(label)),
+                "in-bounds" => Some(Scenario::InBounds(label)),
+                "hang" if label.is_none() => Some(Scenario::Hang),
+                "hang" => {
+                    log(&format!(
+                        "GPU_CRASH_DRILL={s}: `hang` takes no label; no fault will be injected"
+                    ));
+                    None
+                }
+                _ => {
+                    log(&format!(
+                        "GPU_CRASH_DRILL={s}: unknown scenario (expected use-after-free[:label], \
+                         out-of-bounds[:label], in-bounds[:label] or hang); no fault will be injected"
+                    ));
+                    None
+                }
+            }
+        });
+        let api = match api.map(|a| a.trim().to_ascii_lowercase()) {
+            None => FaultApi::Ext,
+            Some(a) if a == "ext" => FaultApi::Ext,
+            Some(a) if a == "khr" => FaultApi::Khr,
+            Some(a) => {
+                log(&format!(
+                    "GPU_CRASH_DRILL_API={a}: expected `ext` or `khr`; using `ext`"
+                ));
+                FaultApi::Ext
+            }
+        };
+        let after = match after.map(|a| a.trim().parse::<u64>()) {
+            None => DEFAULT_AFTER,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                log(&format!(
+                    "GPU_CRASH_DRILL_AFTER={}: not a number of submissions; using {DEFAULT_AFTER}",
+                    after.unwrap_or_default()
+                ));
+                DEFAULT_AFTER
+            }
+        };
+        let precision = match precision.map(|p| p.trim().parse::<u64>()) {
+            None => DEFAULT_PRECISION,
+            Some(Ok(p)) if p.is_power_of_two() => p,
+            Some(_) => {
+                log(&format!(
+                    "GPU_CRASH_DRILL_PRECISION={}: must be a power of two in bytes; using {DEFAULT_PRECISION}",
+                    precision.unwrap_or_default()
+                ));
+                DEFAULT_PRECISION
+            }
+        };
+        Self {
+            scenario,
+            api,
+            after,
+            precision,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(
+        s: Option<&str>,
+        api: Option<&str>,
+        after: Option<&str>,
+        p: Option<&str>,
+    ) -> (Config, Vec<String>) {
+        let mut lines = Vec::new();
+        let c = Config::parse(s, api, after, p, &mut |l| lines.push(l.to_string()));
+        (c, lines)
+    }
+
+    #[test]
+    fn defaults() {
+        let (c, lines) = parse(None, None, None, None);
+        assert_eq!(c.scenario, None);
+        assert_eq!(c.api, FaultApi::Ext);
+        assert_eq!(c.after, 30);
+        assert_eq!(c.precision, 4096);
+        assert!(lines.is_empty());
+    }
+
+    #[test]
+    fn scenarios_and_labels() {
+        let (c, _) = parse(
+            Some("use-after-free:particles"),
+            Some("khr"),
+            Some("3"),
+            Some("256"),
+        );
+        assert_eq!(
+            c.scenario,
+            Some(Scenario::UseAfterFree(Some("particles".into())))
+        );
+        assert_eq!(c.api, FaultApi::Khr);
+        assert_eq!((c.after, c.precision), (3, 256));
+        assert_eq!(
+            parse(Some("hang"), None, None, None).0.scenario,
+            Some(Scenario::Hang)
+        );
+        assert_eq!(
+            parse(Some("in-bounds"), None, None, None).0.scenario,
+            Some(Scenario::InBounds(None))
+        );
+        // Labels may contain colons (wgpu labels are free text).
+        assert_eq!(
+            parse(Some("out-of-bounds:a:b"), None, None, None)
+                .0
+                .scenario,
+            Some(Scenario::OutOfBounds(Some("a:b".into())))
+        );
+    }
+
+    #[test]
+    fn bad_values_log_one_line_each_and_fall_back() {
+        let (c, lines) = parse(Some("explode"), Some("vk"), Some("x"), Some("1000"));
+        assert_eq!(c.scenario, None);
+        assert_eq!(c.api, FaultApi::Ext);
+        assert_eq!((c.after, c.precision), (30, 4096));
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[0].contains("unknown scenario"));
+    }
+}

@@ -1,0 +1,276 @@
+//! Dispatch: the next layer's entry points per instance and device, and the global object maps.
+//!
+//! Dispatchable handles (instance, physical device, device, queue, command buffer) start with the
+//! loader's dispatch-table pointer; objects of one instance (or one device) share it, so it is the
+//! key that finds our per-instance / per-device data from any of them.
+//!
+//! Locking: one global `Mutex` guards the maps of `Arc`s; it is held only to look up or insert.
+//! Per-device state has its own `Mutex`. No lock is ever held while calling down the chain or into an
+//! application callback (either could call back into the layer).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ash::vk::{self, Handle};
+
+use crate::bindings::DeviceTracker;
+use crate::config::Config;
+use crate::extensions::DeviceExtensions;
+use crate::fault::FaultState;
+
+/// Declares a table of optional next-layer entry points, loaded by name.
+macro_rules! fn_table {
+    ($(#[$m:meta])* $name:ident { $($field:ident : $pfn:ident = $cname:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy)]
+        pub(crate) struct $name {
+            $(pub $field: Option<vk::$pfn>,)*
+        }
+        impl $name {
+            /// Loads every entry point with `get` (the next layer's proc-addr function).
+            ///
+            /// # Safety
+            /// `get` must return, for each name, null or an entry point with that name's signature.
+            pub(crate) unsafe fn load(mut get: impl FnMut(&CStr) -> vk::PFN_vkVoidFunction) -> Self {
+                Self {
+                    $(
+                        // SAFETY: the caller guarantees `get` returns an entry point of this name,
+                        // whose C signature is `$pfn`; both are plain `extern "system"` function
+                        // pointers wrapped in `Option`, so the layouts match.
+                        $field: unsafe {
+                            std::mem::transmute::<vk::PFN_vkVoidFunction, Option<vk::$pfn>>(get($cname))
+                        },
+                    )*
+                }
+            }
+        }
+    };
+}
+
+fn_table!(
+    /// Instance-level entry points of the next layer.
+    InstanceFns {
+        destroy_instance: PFN_vkDestroyInstance = c"vkDestroyInstance",
+        enumerate_device_extension_properties: PFN_vkEnumerateDeviceExtensionProperties = c"vkEnumerateDeviceExtensionProperties",
+        get_physical_device_features2: PFN_vkGetPhysicalDeviceFeatures2 = c"vkGetPhysicalDeviceFeatures2",
+        get_physical_device_features2_khr: PFN_vkGetPhysicalDeviceFeatures2 = c"vkGetPhysicalDeviceFeatures2KHR",
+        get_physical_device_properties: PFN_vkGetPhysicalDeviceProperties = c"vkGetPhysicalDeviceProperties",
+        get_physical_device_properties2: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2",
+        get_physical_device_properties2_khr: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2KHR",
+        create_debug_utils_messenger: PFN_vkCreateDebugUtilsMessengerEXT = c"vkCreateDebugUtilsMessengerEXT",
+        destroy_debug_utils_messenger: PFN_vkDestroyDebugUtilsMessengerEXT = c"vkDestroyDebugUtilsMessengerEXT",
+    }
+);
+
+fn_table!(
+    /// Device-level entry points of the next layer.
+    DeviceFns {
+        destroy_device: PFN_vkDestroyDevice = c"vkDestroyDevice",
+        allocate_memory: PFN_vkAllocateMemory = c"vkAllocateMemory",
+        free_memory: PFN_vkFreeMemory = c"vkFreeMemory",
+        map_memory: PFN_vkMapMemory = c"vkMapMemory",
+        create_buffer: PFN_vkCreateBuffer = c"vkCreateBuffer",
+        destroy_buffer: PFN_vkDestroyBuffer = c"vkDestroyBuffer",
+        get_buffer_memory_requirements: PFN_vkGetBufferMemoryRequirements = c"vkGetBufferMemoryRequirements",
+        bind_buffer_memory: PFN_vkBindBufferMemory = c"vkBindBufferMemory",
+        bind_buffer_memory2: PFN_vkBindBufferMemory2 = c"vkBindBufferMemory2",
+        bind_buffer_memory2_khr: PFN_vkBindBufferMemory2 = c"vkBindBufferMemory2KHR",
+        create_image: PFN_vkCreateImage = c"vkCreateImage",
+        destroy_image: PFN_vkDestroyImage = c"vkDestroyImage",
+        get_image_memory_requirements: PFN_vkGetImageMemoryRequirements = c"vkGetImageMemoryRequirements",
+        bind_image_memory: PFN_vkBindImageMemory = c"vkBindImageMemory",
+        bind_image_memory2: PFN_vkBindImageMemory2 = c"vkBindImageMemory2",
+        bind_image_memory2_khr: PFN_vkBindImageMemory2 = c"vkBindImageMemory2KHR",
+        set_debug_utils_object_name: PFN_vkSetDebugUtilsObjectNameEXT = c"vkSetDebugUtilsObjectNameEXT",
+        queue_submit: PFN_vkQueueSubmit = c"vkQueueSubmit",
+        queue_submit2: PFN_vkQueueSubmit2 = c"vkQueueSubmit2",
+        queue_submit2_khr: PFN_vkQueueSubmit2 = c"vkQueueSubmit2KHR",
+        queue_bind_sparse: PFN_vkQueueBindSparse = c"vkQueueBindSparse",
+        queue_wait_idle: PFN_vkQueueWaitIdle = c"vkQueueWaitIdle",
+        device_wait_idle: PFN_vkDeviceWaitIdle = c"vkDeviceWaitIdle",
+        wait_for_fences: PFN_vkWaitForFences = c"vkWaitForFences",
+        get_fence_status: PFN_vkGetFenceStatus = c"vkGetFenceStatus",
+        get_event_status: PFN_vkGetEventStatus = c"vkGetEventStatus",
+        wait_semaphores: PFN_vkWaitSemaphores = c"vkWaitSemaphores",
+        wait_semaphores_khr: PFN_vkWaitSemaphores = c"vkWaitSemaphoresKHR",
+        get_semaphore_counter_value: PFN_vkGetSemaphoreCounterValue = c"vkGetSemaphoreCounterValue",
+        get_semaphore_counter_value_khr: PFN_vkGetSemaphoreCounterValue = c"vkGetSemaphoreCounterValueKHR",
+        get_query_pool_results: PFN_vkGetQueryPoolResults = c"vkGetQueryPoolResults",
+        queue_present_khr: PFN_vkQueuePresentKHR = c"vkQueuePresentKHR",
+        acquire_next_image_khr: PFN_vkAcquireNextImageKHR = c"vkAcquireNextImageKHR",
+        acquire_next_image2_khr: PFN_vkAcquireNextImage2KHR = c"vkAcquireNextImage2KHR",
+        get_device_fault_info_ext: PFN_vkGetDeviceFaultInfoEXT = c"vkGetDeviceFaultInfoEXT",
+    }
+);
+
+/// What the layer remembers of the application, for the vendor binary header.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AppInfo {
+    pub application_name: Option<String>,
+    pub application_version: u32,
+    pub engine_name: Option<String>,
+    pub engine_version: u32,
+    pub api_version: u32,
+}
+
+/// An application debug messenger the layer sends binding reports to.
+#[derive(Clone, Copy)]
+pub(crate) struct Messenger {
+    pub handle: vk::DebugUtilsMessengerEXT,
+    pub severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    pub types: vk::DebugUtilsMessageTypeFlagsEXT,
+    pub callback: vk::PFN_vkDebugUtilsMessengerCallbackEXT,
+    pub user_data: usize,
+    /// The `native::WrappedMessenger` registered with the driver (a leaked `Box`, freed on destroy).
+    pub wrapper: usize,
+}
+
+/// Per-instance data.
+pub(crate) struct InstanceData {
+    pub handle: vk::Instance,
+    pub next_gipa: vk::PFN_vkGetInstanceProcAddr,
+    pub fns: InstanceFns,
+    pub config: Config,
+    pub app: AppInfo,
+    pub messengers: Mutex<Vec<Messenger>>,
+}
+
+/// Per-device data.
+pub(crate) struct DeviceData {
+    pub handle: vk::Device,
+    pub instance: Arc<InstanceData>,
+    pub next_gdpa: vk::PFN_vkGetDeviceProcAddr,
+    pub fns: DeviceFns,
+    pub extensions: DeviceExtensions,
+    pub physical: PhysicalInfo,
+    pub state: Mutex<DeviceState>,
+}
+
+/// Physical device facts copied at device creation (for the vendor binary header).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PhysicalInfo {
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub driver_version: u32,
+    pub pipeline_cache_uuid: [u8; vk::UUID_SIZE],
+}
+
+/// Mutable per-device state.
+pub(crate) struct DeviceState {
+    pub tracker: DeviceTracker,
+    pub fault: FaultState,
+}
+
+impl DeviceData {
+    /// Locks the device state; a poisoned lock (a panic caught elsewhere) is still usable because every
+    /// update leaves the state consistent.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Default)]
+struct Maps {
+    instances: HashMap<usize, Arc<InstanceData>>,
+    devices: HashMap<usize, Arc<DeviceData>>,
+}
+
+static MAPS: Mutex<Option<Maps>> = Mutex::new(None);
+
+fn with_maps<R>(f: impl FnOnce(&mut Maps) -> R) -> R {
+    let mut guard = MAPS.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(Maps::default))
+}
+
+/// The loader dispatch key of a dispatchable handle.
+///
+/// # Safety
+/// `handle` must be a valid dispatchable handle (non-null, created by the loader chain).
+pub(crate) unsafe fn dispatch_key<H: Handle>(handle: H) -> usize {
+    // SAFETY: dispatchable handles point at an object whose first word is the loader's dispatch table.
+    unsafe { *(handle.as_raw() as usize as *const usize) }
+}
+
+pub(crate) fn insert_instance(key: usize, data: Arc<InstanceData>) {
+    with_maps(|m| m.instances.insert(key, data));
+}
+
+pub(crate) fn remove_instance(key: usize) -> Option<Arc<InstanceData>> {
+    with_maps(|m| m.instances.remove(&key))
+}
+
+/// Instance data by dispatch key (of the instance or one of its physical devices).
+pub(crate) fn instance_by_key(key: usize) -> Option<Arc<InstanceData>> {
+    with_maps(|m| {
+        m.instances.get(&key).cloned().or_else(|| {
+            // A loader that gives physical devices their own dispatch table: with a single instance
+            // (the usual case) there is no ambiguity.
+            if m.instances.len() == 1 {
+                m.instances.values().next().cloned()
+            } else {
+                None
+            }
+        })
+    })
+}
+
+pub(crate) fn insert_device(key: usize, data: Arc<DeviceData>) {
+    with_maps(|m| m.devices.insert(key, data));
+}
+
+pub(crate) fn remove_device(key: usize) -> Option<Arc<DeviceData>> {
+    with_maps(|m| m.devices.remove(&key))
+}
+
+pub(crate) fn device_by_key(key: usize) -> Option<Arc<DeviceData>> {
+    with_maps(|m| m.devices.get(&key).cloned())
+}
+
+/// Device data for any handle dispatched through a device (device, queue, command buffer).
+///
+/// # Safety
+/// `handle` must be a valid dispatchable handle.
+pub(crate) unsafe fn device_of<H: Handle + Copy>(handle: H) -> Option<Arc<DeviceData>> {
+    if handle.as_raw() == 0 {
+        return None;
+    }
+    // SAFETY: forwarded from the caller.
+    device_by_key(unsafe { dispatch_key(handle) })
+}
+
+/// Instance data for an instance or physical device handle.
+///
+/// # Safety
+/// `handle` must be a valid dispatchable handle.
+pub(crate) unsafe fn instance_of<H: Handle + Copy>(handle: H) -> Option<Arc<InstanceData>> {
+    if handle.as_raw() == 0 {
+        return None;
+    }
+    // SAFETY: forwarded from the caller.
+    instance_by_key(unsafe { dispatch_key(handle) })
+}
+
+/// Reads a C string argument, tolerating null.
+///
+/// # Safety
+/// `p` must be null or point at a NUL-terminated string.
+pub(crate) unsafe fn c_str<'a>(p: *const c_char) -> Option<&'a CStr> {
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: non-null and NUL-terminated per the caller.
+        Some(unsafe { CStr::from_ptr(p) })
+    }
+}
+
+/// Casts one of our hook functions to the loader's generic function pointer type.
+macro_rules! hook {
+    ($f:expr, $pfn:ty) => {{
+        let f: $pfn = $f;
+        // SAFETY: all Vulkan entry points are returned as `PFN_vkVoidFunction` and cast back by the
+        // caller to the signature of the name it asked for, which is `$pfn`.
+        Some(unsafe { std::mem::transmute::<$pfn, unsafe extern "system" fn()>(f) })
+    }};
+}
+pub(crate) use hook;

@@ -1,0 +1,373 @@
+//! The extensions the layer provides: advertising them, their features and properties, and removing
+//! them from `vkCreateDevice` before the driver sees them.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use ash::vk;
+use vulkan_fault_ffi::{
+    structure_type, PhysicalDeviceFaultFeaturesKHR, PhysicalDeviceFaultPropertiesKHR,
+    PhysicalDeviceShaderAbortFeaturesKHR, PhysicalDeviceShaderAbortPropertiesKHR,
+    KHR_DEVICE_FAULT_NAME, KHR_DEVICE_FAULT_SPEC_VERSION, KHR_SHADER_ABORT_NAME,
+    KHR_SHADER_ABORT_SPEC_VERSION,
+};
+
+use crate::chain;
+use crate::config::FaultApi;
+use crate::dispatch::InstanceData;
+
+/// Reported in `VkPhysicalDeviceFaultPropertiesKHR::maxDeviceFaultCount`.
+pub(crate) const MAX_DEVICE_FAULT_COUNT: u32 = 16;
+/// Reported in `VkPhysicalDeviceShaderAbortPropertiesKHR::maxShaderAbortMessageSize`.
+pub(crate) const MAX_SHADER_ABORT_MESSAGE_SIZE: u64 = 1024;
+
+/// Which of the drill's extensions the layer itself implements on one physical device (those of the
+/// configured API that the driver lacks; what the driver has natively passes through).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Provided {
+    pub binding_report: bool,
+    pub ext_fault: bool,
+    pub khr_fault: bool,
+    pub shader_abort: bool,
+}
+
+impl Provided {
+    /// The extension properties to append to the driver's list.
+    pub(crate) fn properties(&self) -> Vec<vk::ExtensionProperties> {
+        let mut out = Vec::new();
+        let mut push = |on: bool, name: &CStr, spec: u32| {
+            if on {
+                let mut p = vk::ExtensionProperties {
+                    spec_version: spec,
+                    ..Default::default()
+                };
+                for (d, s) in p.extension_name.iter_mut().zip(name.to_bytes()) {
+                    *d = *s as c_char;
+                }
+                out.push(p);
+            }
+        };
+        push(
+            self.binding_report,
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_SPEC_VERSION,
+        );
+        push(
+            self.ext_fault,
+            vk::EXT_DEVICE_FAULT_NAME,
+            vk::EXT_DEVICE_FAULT_SPEC_VERSION,
+        );
+        push(
+            self.khr_fault,
+            KHR_DEVICE_FAULT_NAME,
+            KHR_DEVICE_FAULT_SPEC_VERSION,
+        );
+        push(
+            self.shader_abort,
+            KHR_SHADER_ABORT_NAME,
+            KHR_SHADER_ABORT_SPEC_VERSION,
+        );
+        out
+    }
+
+    /// True when `name` is an extension the layer implements here.
+    pub(crate) fn provides(&self, name: &CStr) -> bool {
+        (self.binding_report && name == vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME)
+            || (self.ext_fault && name == vk::EXT_DEVICE_FAULT_NAME)
+            || (self.khr_fault && name == KHR_DEVICE_FAULT_NAME)
+            || (self.shader_abort && name == KHR_SHADER_ABORT_NAME)
+    }
+
+    /// True when a structure of `s_type` belongs to an extension the layer implements here (the
+    /// driver would not know it).
+    pub(crate) fn owns_structure(&self, s_type: vk::StructureType) -> bool {
+        (self.binding_report
+            && s_type == vk::StructureType::PHYSICAL_DEVICE_ADDRESS_BINDING_REPORT_FEATURES_EXT)
+            || (self.ext_fault && s_type == vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT)
+            || (self.khr_fault && s_type == structure_type::PHYSICAL_DEVICE_FAULT_FEATURES_KHR)
+            || (self.shader_abort
+                && s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR)
+    }
+}
+
+/// What one device enabled, decided at `vkCreateDevice`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DeviceExtensions {
+    pub provided: Provided,
+    /// The layer sends binding reports (extension provided by the layer, enabled, feature on).
+    pub binding_report_enabled: bool,
+    /// The driver implements the binding report and the application enabled it: the layer learns the
+    /// driver's addresses (`native.rs`) instead of inventing its own.
+    pub binding_report_native: bool,
+    pub ext_fault_enabled: bool,
+    /// The driver implements `VK_EXT_device_fault` itself (real reports pass through).
+    pub ext_fault_native: bool,
+    pub khr_fault_enabled: bool,
+    /// `deviceFaultVendorBinary` was enabled (EXT or KHR feature struct).
+    pub vendor_binary_enabled: bool,
+}
+
+/// The driver's (next layer's) device extensions.
+///
+/// # Safety
+/// `physical` must be a valid physical device of `instance`.
+pub(crate) unsafe fn driver_extensions(
+    instance: &InstanceData,
+    physical: vk::PhysicalDevice,
+) -> Result<Vec<vk::ExtensionProperties>, vk::Result> {
+    let Some(enumerate) = instance.fns.enumerate_device_extension_properties else {
+        return Ok(Vec::new());
+    };
+    loop {
+        let mut count = 0u32;
+        // SAFETY: valid physical device; count query with a null array.
+        let r = unsafe { enumerate(physical, std::ptr::null(), &mut count, std::ptr::null_mut()) };
+        if r != vk::Result::SUCCESS {
+            return Err(r);
+        }
+        let mut props = vec![vk::ExtensionProperties::default(); count as usize];
+        // SAFETY: `props` holds `count` elements.
+        let r = unsafe { enumerate(physical, std::ptr::null(), &mut count, props.as_mut_ptr()) };
+        match r {
+            vk::Result::SUCCESS => {
+                props.truncate(count as usize);
+                return Ok(props);
+            }
+            // The list grew between the calls: ask again.
+            vk::Result::INCOMPLETE => continue,
+            e => return Err(e),
+        }
+    }
+}
+
+fn has_extension(list: &[vk::ExtensionProperties], name: &CStr) -> bool {
+    list.iter()
+        .any(|p| p.extension_name_as_c_str().is_ok_and(|n| n == name))
+}
+
+/// What the layer provides on this physical device under the configured API.
+pub(crate) fn provided_for(api: FaultApi, driver: &[vk::ExtensionProperties]) -> Provided {
+    let lacks = |n: &CStr| !has_extension(driver, n);
+    Provided {
+        // The binding report is the other half of every fault report, so it is provided under both APIs.
+        binding_report: lacks(vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME),
+        ext_fault: api == FaultApi::Ext && lacks(vk::EXT_DEVICE_FAULT_NAME),
+        khr_fault: api == FaultApi::Khr && lacks(KHR_DEVICE_FAULT_NAME),
+        shader_abort: api == FaultApi::Khr && lacks(KHR_SHADER_ABORT_NAME),
+    }
+}
+
+/// Whether the driver has `VK_EXT_device_fault` itself.
+pub(crate) fn driver_has_ext_fault(driver: &[vk::ExtensionProperties]) -> bool {
+    has_extension(driver, vk::EXT_DEVICE_FAULT_NAME)
+}
+
+/// Writes `all` with the two-call idiom into the application's `count`/`props`.
+///
+/// # Safety
+/// `count` valid; `props` null or valid for `*count` elements.
+pub(crate) unsafe fn write_properties(
+    all: &[vk::ExtensionProperties],
+    count: *mut u32,
+    props: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    if count.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: per the caller.
+    unsafe {
+        if props.is_null() {
+            *count = all.len() as u32;
+            return vk::Result::SUCCESS;
+        }
+        let n = (*count as usize).min(all.len());
+        std::ptr::copy_nonoverlapping(all.as_ptr(), props, n);
+        *count = n as u32;
+        if n < all.len() {
+            vk::Result::INCOMPLETE
+        } else {
+            vk::Result::SUCCESS
+        }
+    }
+}
+
+/// Fills the feature structures of the provided extensions found in a `vkGetPhysicalDeviceFeatures2`
+/// output chain (after the driver filled its own).
+///
+/// # Safety
+/// `features` must be a valid `VkPhysicalDeviceFeatures2` with a valid chain.
+pub(crate) unsafe fn fill_features(
+    provided: Provided,
+    features: *mut vk::PhysicalDeviceFeatures2<'_>,
+) {
+    // SAFETY: valid output chain per the caller; each node is cast to the type its sType names.
+    unsafe {
+        chain::for_each((*features).p_next.cast_const(), |node| {
+            let s_type = (*node).s_type;
+            if !provided.owns_structure(s_type) {
+                return;
+            }
+            let node = node.cast_mut().cast::<c_void>();
+            if s_type == vk::StructureType::PHYSICAL_DEVICE_ADDRESS_BINDING_REPORT_FEATURES_EXT {
+                (*node.cast::<vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>>())
+                    .report_address_binding = vk::TRUE;
+            } else if s_type == vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT {
+                let f = &mut *node.cast::<vk::PhysicalDeviceFaultFeaturesEXT<'_>>();
+                f.device_fault = vk::TRUE;
+                f.device_fault_vendor_binary = vk::TRUE;
+            } else if s_type == structure_type::PHYSICAL_DEVICE_FAULT_FEATURES_KHR {
+                let f = &mut *node.cast::<PhysicalDeviceFaultFeaturesKHR>();
+                f.device_fault = vk::TRUE;
+                f.device_fault_vendor_binary = vk::TRUE;
+                f.device_fault_report_masked = vk::FALSE;
+                f.device_fault_device_lost_on_masked = vk::FALSE;
+            } else if s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR {
+                (*node.cast::<PhysicalDeviceShaderAbortFeaturesKHR>()).shader_abort = vk::TRUE;
+            }
+        });
+    }
+}
+
+/// Fills the property structures of the provided KHR extensions in a `vkGetPhysicalDeviceProperties2`
+/// output chain.
+///
+/// # Safety
+/// `properties` must be a valid `VkPhysicalDeviceProperties2` with a valid chain.
+pub(crate) unsafe fn fill_properties(
+    provided: Provided,
+    properties: *mut vk::PhysicalDeviceProperties2<'_>,
+) {
+    // SAFETY: valid output chain per the caller; each node is cast to the type its sType names.
+    unsafe {
+        chain::for_each((*properties).p_next.cast_const(), |node| {
+            let s_type = (*node).s_type;
+            let node = node.cast_mut().cast::<c_void>();
+            if provided.khr_fault && s_type == structure_type::PHYSICAL_DEVICE_FAULT_PROPERTIES_KHR
+            {
+                (*node.cast::<PhysicalDeviceFaultPropertiesKHR>()).max_device_fault_count =
+                    MAX_DEVICE_FAULT_COUNT;
+            } else if provided.shader_abort
+                && s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_PROPERTIES_KHR
+            {
+                (*node.cast::<PhysicalDeviceShaderAbortPropertiesKHR>())
+                    .max_shader_abort_message_size = MAX_SHADER_ABORT_MESSAGE_SIZE;
+            }
+        });
+    }
+}
+
+/// Reads which of the drill's extensions and features the application enabled in `create_info`.
+///
+/// # Safety
+/// `create_info` must be a valid `VkDeviceCreateInfo`.
+pub(crate) unsafe fn enabled_in(
+    create_info: &vk::DeviceCreateInfo<'_>,
+    provided: Provided,
+    ext_fault_native: bool,
+) -> DeviceExtensions {
+    let mut names = Vec::new();
+    for i in 0..create_info.enabled_extension_count as usize {
+        // SAFETY: the array holds `enabled_extension_count` valid C strings.
+        unsafe {
+            names.push(CStr::from_ptr(
+                *create_info.pp_enabled_extension_names.add(i),
+            ))
+        };
+    }
+    let enabled = |n: &CStr| names.contains(&n);
+    let mut out = DeviceExtensions {
+        provided,
+        ext_fault_enabled: enabled(vk::EXT_DEVICE_FAULT_NAME),
+        ext_fault_native,
+        khr_fault_enabled: enabled(KHR_DEVICE_FAULT_NAME),
+        ..Default::default()
+    };
+    let binding_ext =
+        provided.binding_report && enabled(vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME);
+    out.binding_report_native =
+        !provided.binding_report && enabled(vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME);
+    // SAFETY: valid chain; each node is read as the type its sType names.
+    unsafe {
+        chain::for_each(create_info.p_next, |node| {
+            let s_type = (*node).s_type;
+            if s_type == vk::StructureType::PHYSICAL_DEVICE_ADDRESS_BINDING_REPORT_FEATURES_EXT {
+                let f = &*node.cast::<vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>>();
+                out.binding_report_enabled |= binding_ext && f.report_address_binding == vk::TRUE;
+            } else if s_type == vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT {
+                let f = &*node.cast::<vk::PhysicalDeviceFaultFeaturesEXT<'_>>();
+                out.vendor_binary_enabled |= f.device_fault_vendor_binary == vk::TRUE;
+            } else if s_type == structure_type::PHYSICAL_DEVICE_FAULT_FEATURES_KHR {
+                let f = &*node.cast::<PhysicalDeviceFaultFeaturesKHR>();
+                out.vendor_binary_enabled |= f.device_fault_vendor_binary == vk::TRUE;
+            }
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(names: &[&CStr]) -> Vec<vk::ExtensionProperties> {
+        Provided {
+            binding_report: names.contains(&vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME),
+            ext_fault: names.contains(&vk::EXT_DEVICE_FAULT_NAME),
+            khr_fault: names.contains(&KHR_DEVICE_FAULT_NAME),
+            shader_abort: names.contains(&KHR_SHADER_ABORT_NAME),
+        }
+        .properties()
+    }
+
+    #[test]
+    fn provides_what_the_driver_lacks() {
+        let p = provided_for(FaultApi::Ext, &[]);
+        assert_eq!(
+            p,
+            Provided {
+                binding_report: true,
+                ext_fault: true,
+                ..Default::default()
+            }
+        );
+        let p = provided_for(FaultApi::Khr, &[]);
+        assert_eq!(
+            p,
+            Provided {
+                binding_report: true,
+                khr_fault: true,
+                shader_abort: true,
+                ..Default::default()
+            }
+        );
+        // An NVIDIA-like driver: both EXT extensions native, nothing provided in ext mode.
+        let nv = props(&[
+            vk::EXT_DEVICE_FAULT_NAME,
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+        ]);
+        assert_eq!(provided_for(FaultApi::Ext, &nv), Provided::default());
+        assert!(driver_has_ext_fault(&nv));
+    }
+
+    #[test]
+    fn two_call_idiom() {
+        let all = props(&[
+            vk::EXT_DEVICE_FAULT_NAME,
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+        ]);
+        let mut count = 0;
+        // SAFETY: valid count, null array.
+        let result = unsafe { write_properties(&all, &mut count, std::ptr::null_mut()) };
+        assert_eq!(result, vk::Result::SUCCESS);
+        assert_eq!(count, 2);
+        let mut out = vec![vk::ExtensionProperties::default(); 1];
+        count = 1;
+        // SAFETY: `out` holds one element.
+        let result = unsafe { write_properties(&all, &mut count, out.as_mut_ptr()) };
+        assert_eq!(result, vk::Result::INCOMPLETE);
+        assert_eq!(count, 1);
+        assert_eq!(
+            out[0].extension_name_as_c_str().unwrap(),
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME
+        );
+    }
+}

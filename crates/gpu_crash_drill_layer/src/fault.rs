@@ -1,0 +1,595 @@
+//! Fault injection and the fault queries (`VK_EXT_device_fault`, `VK_KHR_device_fault`).
+//!
+//! The drill decides at each queue submission whether the configured scenario fires. A fired memory
+//! fault records one [`FaultRecord`] and marks the device lost; a hang swallows the submission (and
+//! every later one) so fences and semaphores never signal, without losing the device. The queries
+//! then answer from the record with the exact two-call contracts of the specification.
+
+use std::ffi::{c_char, c_void};
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use vulkan_fault_ffi::{
+    structure_type, DeviceFaultDebugInfoKHR, DeviceFaultFlagsKHR, DeviceFaultInfoKHR,
+    DeviceFaultShaderAbortMessageInfoKHR, DeviceFaultVendorBinaryHeaderVersionOneKHR,
+};
+
+use crate::bindings::Target;
+use crate::config::Scenario;
+use crate::dispatch::DeviceData;
+use crate::log::log_line;
+
+/// The address part of a fault.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FaultAddress {
+    pub address_type: vk::DeviceFaultAddressTypeEXT,
+    pub reported_address: u64,
+    pub precision: u64,
+}
+
+/// What the drill injected.
+#[derive(Clone, Debug)]
+pub(crate) struct FaultRecord {
+    pub scenario: Scenario,
+    pub description: String,
+    pub address: Option<FaultAddress>,
+    pub vendor_description: String,
+    pub vendor_data: u64,
+    pub abort_message: String,
+}
+
+impl FaultRecord {
+    fn khr_report(&self) -> DeviceFaultInfoKHR {
+        let mut info = DeviceFaultInfoKHR {
+            group_id: 1,
+            ..Default::default()
+        };
+        info.flags = DeviceFaultFlagsKHR::VENDOR;
+        if self.scenario == Scenario::Hang {
+            info.flags |= DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT;
+        } else {
+            info.flags |= DeviceFaultFlagsKHR::DEVICE_LOST;
+        }
+        copy_c_string(&mut info.description, &self.description);
+        if let Some(a) = self.address {
+            info.flags |= DeviceFaultFlagsKHR::MEMORY_ADDRESS;
+            info.fault_address_info.address_type = a.address_type;
+            info.fault_address_info.reported_address = a.reported_address;
+            info.fault_address_info.address_precision = a.precision;
+        }
+        copy_c_string(&mut info.vendor_info.description, &self.vendor_description);
+        info.vendor_info.vendor_fault_code = self.scenario.vendor_code();
+        info.vendor_info.vendor_fault_data = self.vendor_data;
+        info
+    }
+}
+
+/// Per-device fault state.
+#[derive(Debug, Default)]
+pub(crate) struct FaultState {
+    submits: u64,
+    lost: bool,
+    hung: bool,
+    record: Option<FaultRecord>,
+    khr_pending: Vec<DeviceFaultInfoKHR>,
+    label_warned: bool,
+}
+
+impl FaultState {
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost
+    }
+}
+
+/// What a queue submission hook must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubmitAction {
+    /// Call the next layer.
+    CallDown,
+    /// Return `VK_ERROR_DEVICE_LOST` without calling down.
+    Lost,
+    /// Return `VK_SUCCESS` without calling down (hang: the work never runs, nothing signals).
+    Swallow,
+}
+
+/// Called at the start of every `vkQueueSubmit*` / `vkQueueBindSparse`.
+pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
+    let config = &dev.instance.config;
+    let mut st = dev.lock();
+    if st.fault.lost {
+        return SubmitAction::Lost;
+    }
+    if st.fault.hung {
+        return SubmitAction::Swallow;
+    }
+    let before = st.fault.submits;
+    st.fault.submits += 1;
+    let Some(scenario) = config.scenario.clone() else {
+        return SubmitAction::CallDown;
+    };
+    if before < config.after {
+        return SubmitAction::CallDown;
+    }
+    let precision = config.precision;
+    let target = match &scenario {
+        Scenario::Hang => {
+            let record = FaultRecord {
+                scenario: Scenario::Hang,
+                description: format!(
+                    "crash drill: GPU hang (watchdog timeout) at submission {}",
+                    before + 1
+                ),
+                address: None,
+                vendor_description: "gpu_crash_drill injected hang".into(),
+                vendor_data: before + 1,
+                abort_message: format!(
+                    "crash drill: watchdog timeout, submission {} never completed",
+                    before + 1
+                ),
+            };
+            log_line(&format!(
+                "injected hang: submission {} and all later ones never complete",
+                before + 1
+            ));
+            st.fault.khr_pending.push(record.khr_report());
+            st.fault.record = Some(record);
+            st.fault.hung = true;
+            return SubmitAction::Swallow;
+        }
+        Scenario::UseAfterFree(label) => st.tracker.freed_target(label.as_deref()),
+        Scenario::OutOfBounds(label) | Scenario::InBounds(label) => {
+            st.tracker.live_target(label.as_deref())
+        }
+    };
+    let Some(target) = target else {
+        if let Some(label) = scenario.label() {
+            if !st.fault.label_warned && !st.tracker.has_seen_name(label) {
+                st.fault.label_warned = true;
+                log_line(&format!(
+                    "GPU_CRASH_DRILL={}:{label}: no object named \"{label}\" seen in the first {} \
+                     submissions; passing everything through (a fault fires only if one appears)",
+                    scenario.name(),
+                    before + 1
+                ));
+            }
+        }
+        return SubmitAction::CallDown;
+    };
+    let record = memory_fault(&scenario, &target, precision);
+    log_line(&format!(
+        "injected {}: {}; device lost at submission {}",
+        scenario.name(),
+        record.description,
+        before + 1
+    ));
+    st.fault.khr_pending.push(record.khr_report());
+    st.fault.record = Some(record);
+    st.fault.lost = true;
+    SubmitAction::Lost
+}
+
+/// Builds the record of a memory fault on `target`.
+fn memory_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRecord {
+    let r = target.range;
+    let (address, address_type, what) = match scenario {
+        Scenario::OutOfBounds(_) => (
+            r.base.saturating_add(r.size),
+            vk::DeviceFaultAddressTypeEXT::WRITE_INVALID,
+            "write past the end of",
+        ),
+        Scenario::InBounds(_) => (
+            r.base + ((r.size / 2) & !3),
+            vk::DeviceFaultAddressTypeEXT::READ_INVALID,
+            "read inside",
+        ),
+        _ => (
+            r.base + ((r.size / 2) & !3),
+            vk::DeviceFaultAddressTypeEXT::WRITE_INVALID,
+            "write into freed",
+        ),
+    };
+    let label = target.name.clone().unwrap_or_else(|| target.describe());
+    FaultRecord {
+        scenario: scenario.clone(),
+        description: format!(
+            "crash drill: {} {what} {} [0x{:x}, 0x{:x}) at 0x{address:x}",
+            scenario.name(),
+            target.describe(),
+            r.base,
+            r.base.saturating_add(r.size)
+        ),
+        address: Some(FaultAddress {
+            address_type,
+            reported_address: address,
+            precision,
+        }),
+        vendor_description: format!("gpu_crash_drill injected {}", scenario.name()),
+        vendor_data: address,
+        abort_message: format!("crash drill: shader abort in {label}"),
+    }
+}
+
+/// True when the drill lost this device: every call that can return `VK_ERROR_DEVICE_LOST` does.
+pub(crate) fn is_lost(dev: &DeviceData) -> bool {
+    dev.lock().fault.is_lost()
+}
+
+/// Copies `s` into a fixed C string buffer, truncating at a character boundary and NUL-terminating.
+pub(crate) fn copy_c_string(dst: &mut [c_char], s: &str) {
+    let max = dst.len().saturating_sub(1);
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..end].iter()) {
+        *d = *b as c_char;
+    }
+    if let Some(d) = dst.get_mut(end) {
+        *d = 0;
+    }
+}
+
+/// Size of the VersionOne header.
+pub(crate) const HEADER_SIZE: usize =
+    std::mem::size_of::<DeviceFaultVendorBinaryHeaderVersionOneKHR>();
+
+/// The vendor binary: a VersionOne header followed by the NUL-terminated application and engine names
+/// at the offsets the header gives (0 = absent).
+pub(crate) fn vendor_binary(dev: &DeviceData) -> Vec<u8> {
+    let app = &dev.instance.app;
+    let mut tail = Vec::new();
+    let mut string_at = |s: &Option<String>| -> u32 {
+        match s {
+            Some(s) => {
+                let off = HEADER_SIZE + tail.len();
+                tail.extend_from_slice(s.as_bytes());
+                tail.push(0);
+                off as u32
+            }
+            None => 0,
+        }
+    };
+    let application_name_offset = string_at(&app.application_name);
+    let engine_name_offset = string_at(&app.engine_name);
+    let header = DeviceFaultVendorBinaryHeaderVersionOneKHR {
+        header_size: HEADER_SIZE as u32,
+        header_version: vk::DeviceFaultVendorBinaryHeaderVersionEXT::ONE,
+        vendor_id: dev.physical.vendor_id,
+        device_id: dev.physical.device_id,
+        driver_version: dev.physical.driver_version,
+        pipeline_cache_uuid: dev.physical.pipeline_cache_uuid,
+        application_name_offset,
+        application_version: app.application_version,
+        engine_name_offset,
+        engine_version: app.engine_version,
+        api_version: app.api_version,
+    };
+    let mut out = Vec::with_capacity(HEADER_SIZE + tail.len());
+    // Field by field in declaration order: the struct is repr(C) with only 4-byte fields and a
+    // 16-byte array at a 4-byte offset, so there is no padding and this equals its memory image.
+    for v in [
+        header.header_size,
+        header.header_version.as_raw() as u32,
+        header.vendor_id,
+        header.device_id,
+        header.driver_version,
+    ] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    out.extend_from_slice(&header.pipeline_cache_uuid);
+    for v in [
+        header.application_name_offset,
+        header.application_version,
+        header.engine_name_offset,
+        header.engine_version,
+        header.api_version,
+    ] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    debug_assert_eq!(out.len(), HEADER_SIZE);
+    out.extend_from_slice(&tail);
+    out
+}
+
+/// Copies a vendor binary into an application buffer of `capacity` bytes following the spec: a
+/// buffer smaller than the header receives nothing (size 0); otherwise as much as fits. Returns the
+/// number of bytes written and whether everything fit.
+///
+/// # Safety
+/// `dst` must be valid for `capacity` bytes of writes.
+unsafe fn write_vendor_binary(binary: &[u8], dst: *mut c_void, capacity: usize) -> (usize, bool) {
+    if binary.is_empty() {
+        return (0, true);
+    }
+    if capacity < HEADER_SIZE {
+        return (0, false);
+    }
+    let n = capacity.min(binary.len());
+    // SAFETY: `dst` is valid for `capacity >= n` bytes per the caller; the source is a live slice.
+    unsafe { std::ptr::copy_nonoverlapping(binary.as_ptr(), dst.cast::<u8>(), n) };
+    (n, n == binary.len())
+}
+
+/// `vkGetDeviceFaultInfoEXT` for a device whose fault the layer serves.
+///
+/// # Safety
+/// Arguments as the Vulkan spec requires for `vkGetDeviceFaultInfoEXT`.
+pub(crate) unsafe fn get_fault_info_ext(
+    dev: &DeviceData,
+    counts: *mut vk::DeviceFaultCountsEXT<'_>,
+    info: *mut vk::DeviceFaultInfoEXT<'_>,
+) -> vk::Result {
+    let record = {
+        let st = dev.lock();
+        st.fault.record.clone().filter(|_| st.fault.lost)
+    };
+    let Some(record) = record else {
+        if let Some(next) = dev
+            .fns
+            .get_device_fault_info_ext
+            .filter(|_| dev.extensions.ext_fault_native)
+        {
+            // SAFETY: the driver has the extension natively; arguments are forwarded unchanged.
+            return unsafe { next(dev.handle, counts, info) };
+        }
+        if counts.is_null() {
+            return vk::Result::SUCCESS;
+        }
+        // No fault happened: nothing to report.
+        // SAFETY: `counts` is a valid pointer per the spec.
+        unsafe {
+            (*counts).address_info_count = 0;
+            (*counts).vendor_info_count = 0;
+            (*counts).vendor_binary_size = 0;
+            if !info.is_null() {
+                copy_c_string(&mut (*info).description, "no device fault recorded");
+            }
+        }
+        return vk::Result::SUCCESS;
+    };
+    if counts.is_null() {
+        return vk::Result::ERROR_UNKNOWN;
+    }
+    let binary = if dev.extensions.vendor_binary_enabled {
+        vendor_binary(dev)
+    } else {
+        Vec::new()
+    };
+    let address_count = u32::from(record.address.is_some());
+    // SAFETY: `counts` is valid per the spec; `info`, when non-null, is valid with arrays of at least
+    // the counts the application wrote into `counts`.
+    unsafe {
+        if info.is_null() {
+            (*counts).address_info_count = address_count;
+            (*counts).vendor_info_count = 1;
+            (*counts).vendor_binary_size = binary.len() as u64;
+            return vk::Result::SUCCESS;
+        }
+        let mut complete = true;
+        copy_c_string(&mut (*info).description, &record.description);
+
+        let n_addr = (*counts).address_info_count.min(address_count);
+        if n_addr > 0 && !(*info).p_address_infos.is_null() {
+            if let Some(a) = record.address {
+                *(*info).p_address_infos = vk::DeviceFaultAddressInfoEXT {
+                    address_type: a.address_type,
+                    reported_address: a.reported_address,
+                    address_precision: a.precision,
+                };
+            }
+        }
+        complete &= n_addr == address_count;
+        (*counts).address_info_count = n_addr;
+
+        let n_vendor = (*counts).vendor_info_count.min(1);
+        if n_vendor > 0 && !(*info).p_vendor_infos.is_null() {
+            let v = &mut *(*info).p_vendor_infos;
+            copy_c_string(&mut v.description, &record.vendor_description);
+            v.vendor_fault_code = record.scenario.vendor_code();
+            v.vendor_fault_data = record.vendor_data;
+        }
+        complete &= n_vendor == 1;
+        (*counts).vendor_info_count = n_vendor;
+
+        let capacity = if (*info).p_vendor_binary_data.is_null() {
+            0
+        } else {
+            usize::try_from((*counts).vendor_binary_size).unwrap_or(usize::MAX)
+        };
+        let (written, fit) = write_vendor_binary(&binary, (*info).p_vendor_binary_data, capacity);
+        complete &= fit;
+        (*counts).vendor_binary_size = written as u64;
+
+        if complete {
+            vk::Result::SUCCESS
+        } else {
+            vk::Result::INCOMPLETE
+        }
+    }
+}
+
+/// `vkGetDeviceFaultReportsKHR`: reports are drained as they are returned.
+///
+/// # Safety
+/// Arguments as the spec requires: `count` valid; `infos` null or valid for `*count` elements.
+pub(crate) unsafe fn get_fault_reports_khr(
+    dev: &DeviceData,
+    timeout: u64,
+    count: *mut u32,
+    infos: *mut DeviceFaultInfoKHR,
+) -> vk::Result {
+    if count.is_null() {
+        return vk::Result::ERROR_UNKNOWN;
+    }
+    // Blocks until a report exists or the timeout passes (a hang or loss on another thread counts).
+    let deadline = Instant::now().checked_add(Duration::from_nanos(timeout));
+    loop {
+        let mut st = dev.lock();
+        if !st.fault.khr_pending.is_empty() {
+            // SAFETY: validity of `count` / `infos` per the caller.
+            unsafe {
+                if infos.is_null() {
+                    *count = st.fault.khr_pending.len() as u32;
+                    return vk::Result::SUCCESS;
+                }
+                let n = (*count as usize).min(st.fault.khr_pending.len());
+                for (i, report) in st.fault.khr_pending.drain(..n).enumerate() {
+                    let dst = infos.add(i);
+                    // Keep the application's sType/pNext; fill the rest.
+                    let (s_type, p_next) = ((*dst).s_type, (*dst).p_next);
+                    *dst = report;
+                    (*dst).s_type = s_type;
+                    (*dst).p_next = p_next;
+                }
+                *count = n as u32;
+                return if st.fault.khr_pending.is_empty() {
+                    vk::Result::SUCCESS
+                } else {
+                    vk::Result::INCOMPLETE
+                };
+            }
+        }
+        drop(st);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            // SAFETY: `count` is valid.
+            unsafe { *count = 0 };
+            return vk::Result::TIMEOUT;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `vkGetDeviceFaultDebugInfoKHR`: the vendor binary, with the shader abort message in a chained
+/// `VkDeviceFaultShaderAbortMessageInfoKHR`.
+///
+/// # Safety
+/// `debug_info` must be valid, with a valid `pNext` chain and buffers of the sizes it states.
+pub(crate) unsafe fn get_fault_debug_info_khr(
+    dev: &DeviceData,
+    debug_info: *mut DeviceFaultDebugInfoKHR,
+) -> vk::Result {
+    if debug_info.is_null() {
+        return vk::Result::ERROR_UNKNOWN;
+    }
+    let record = dev.lock().fault.record.clone();
+    let (binary, message) = match &record {
+        Some(r) => (
+            if dev.extensions.vendor_binary_enabled {
+                vendor_binary(dev)
+            } else {
+                Vec::new()
+            },
+            {
+                let mut m = r.abort_message.clone().into_bytes();
+                m.push(0);
+                m
+            },
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut complete = true;
+    // SAFETY: `debug_info` and its chain are valid per the caller; buffers hold the stated sizes.
+    unsafe {
+        let d = &mut *debug_info;
+        if d.p_vendor_binary_data.is_null() {
+            d.vendor_binary_size = binary.len() as u32;
+        } else {
+            let (written, fit) = write_vendor_binary(
+                &binary,
+                d.p_vendor_binary_data,
+                d.vendor_binary_size as usize,
+            );
+            d.vendor_binary_size = written as u32;
+            complete &= fit;
+        }
+        let mut p = d.p_next.cast::<vk::BaseOutStructure<'_>>();
+        while !p.is_null() {
+            if (*p).s_type == structure_type::DEVICE_FAULT_SHADER_ABORT_MESSAGE_INFO_KHR {
+                let m = &mut *p.cast::<DeviceFaultShaderAbortMessageInfoKHR>();
+                if m.p_message_data.is_null() {
+                    m.message_data_size = message.len() as u64;
+                } else {
+                    let cap = usize::try_from(m.message_data_size).unwrap_or(usize::MAX);
+                    let n = cap.min(message.len());
+                    std::ptr::copy_nonoverlapping(
+                        message.as_ptr(),
+                        m.p_message_data.cast::<u8>(),
+                        n,
+                    );
+                    m.message_data_size = n as u64;
+                    complete &= n == message.len();
+                }
+            }
+            p = (*p).p_next;
+        }
+    }
+    if complete {
+        vk::Result::SUCCESS
+    } else {
+        vk::Result::INCOMPLETE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::Range;
+
+    fn target(base: u64, size: u64) -> Target {
+        Target {
+            object_type: vk::ObjectType::BUFFER,
+            handle: 7,
+            name: Some("particles".into()),
+            range: Range { base, size },
+        }
+    }
+
+    #[test]
+    fn addresses_per_scenario() {
+        let t = target(0x1_0001_0000, 0x1000);
+        let oob = memory_fault(&Scenario::OutOfBounds(None), &t, 4096)
+            .address
+            .unwrap();
+        assert_eq!(oob.reported_address, 0x1_0001_1000);
+        assert_eq!(
+            oob.address_type,
+            vk::DeviceFaultAddressTypeEXT::WRITE_INVALID
+        );
+        let inb = memory_fault(&Scenario::InBounds(None), &t, 4096)
+            .address
+            .unwrap();
+        assert!(inb.reported_address >= t.range.base && inb.reported_address < 0x1_0001_1000);
+        assert_eq!(
+            inb.address_type,
+            vk::DeviceFaultAddressTypeEXT::READ_INVALID
+        );
+        let uaf = memory_fault(&Scenario::UseAfterFree(None), &t, 256);
+        assert!(uaf.abort_message.ends_with("particles"));
+        assert_eq!(uaf.address.unwrap().precision, 256);
+    }
+
+    #[test]
+    fn c_strings_truncate_and_terminate() {
+        let mut buf = [1 as c_char; 8];
+        copy_c_string(&mut buf, "abcdefghij");
+        assert_eq!(buf[7], 0);
+        assert_eq!(buf[6] as u8, b'g');
+        let mut buf = [1 as c_char; 8];
+        copy_c_string(&mut buf, "ab");
+        assert_eq!(&buf[..3], &[b'a' as c_char, b'b' as c_char, 0]);
+    }
+
+    #[test]
+    fn small_vendor_buffer_gets_nothing() {
+        let bin = vec![7u8; HEADER_SIZE + 10];
+        let mut dst = vec![0u8; HEADER_SIZE - 1];
+        // SAFETY: `dst` holds `dst.len()` bytes.
+        let (n, fit) = unsafe { write_vendor_binary(&bin, dst.as_mut_ptr().cast(), dst.len()) };
+        assert_eq!((n, fit), (0, false));
+        assert!(dst.iter().all(|&b| b == 0));
+        let mut dst = vec![0u8; HEADER_SIZE + 2];
+        // SAFETY: as above.
+        let (n, fit) = unsafe { write_vendor_binary(&bin, dst.as_mut_ptr().cast(), dst.len()) };
+        assert_eq!((n, fit), (HEADER_SIZE + 2, false));
+    }
+}

@@ -1,0 +1,483 @@
+//! Test harness: runs each case in a child process (the drill is configured by process-global
+//! environment variables) that loads the layer through the real Vulkan loader, and gives the child a
+//! small `ash` toolkit to create buffers, submit work and capture binding reports.
+
+#![allow(dead_code)]
+
+use std::ffi::{c_void, CStr, CString};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use ash::vk::{self, Handle};
+
+#[path = "../../src/manifest.rs"]
+mod manifest;
+
+/// Env var naming the case a child process runs.
+pub const CHILD_ENV: &str = "GPU_CRASH_DRILL_TEST_CASE";
+
+/// The built layer library.
+///
+/// Cargo builds the cdylib for `cargo test` into `<target>/<profile>/deps/` next to this test
+/// executable, but only copies ("uplifts") it to `<target>/<profile>/` for a top-level `cargo build`;
+/// that copy can be stale, so the `deps/` one is preferred.
+pub fn layer_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a parent folder");
+    let name = manifest::library_file_name();
+    let candidates = [
+        deps.join(&name),
+        deps.parent().map(|p| p.join(&name)).unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("layer library not found at {candidates:?}"))
+        .clone()
+}
+
+/// Writes the manifest (once per test process) next to the build outputs and returns its folder, for
+/// `VK_LAYER_PATH`. Concurrent test processes write identical content through a rename, so a reader
+/// never sees a partial file.
+pub fn manifest_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = layer_library();
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("drill-test-layer");
+        let tmp = dir.join(format!("tmp-{}", std::process::id()));
+        let written = manifest::write_manifest(&tmp, &lib).expect("write manifest");
+        std::fs::rename(&written, dir.join(manifest::MANIFEST_FILE_NAME)).expect("move manifest");
+        let _ = std::fs::remove_dir(&tmp);
+        dir
+    })
+    .clone()
+}
+
+/// Output of a child run.
+pub struct ChildOutput {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `case` in a child process with the layer enabled and `env` set (all other `GPU_CRASH_DRILL*`
+/// variables removed). Panics with the child's output unless it reported success.
+pub fn run_child(case: &str, env: &[(&str, &str)]) -> ChildOutput {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_entry",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GPU_CRASH_DRILL") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env(CHILD_ENV, case)
+        .env("VK_LAYER_PATH", manifest_dir())
+        .env("VK_INSTANCE_LAYERS", manifest::LAYER_NAME)
+        .env("RUST_BACKTRACE", "1");
+    let lvp = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+    let on_lavapipe = std::env::var_os("VK_DRIVER_FILES").is_none()
+        && std::env::var_os("VK_ICD_FILENAMES").is_none()
+        && std::path::Path::new(lvp).is_file();
+    if on_lavapipe {
+        cmd.env("VK_DRIVER_FILES", lvp);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawn child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let ok_line = format!("DRILL-CASE-OK {case}");
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l.trim_end().ends_with(&ok_line)),
+        "child case {case} failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        out.status
+    );
+    assert!(
+        !(on_lavapipe && stdout.contains("not applicable")),
+        "case {case} skipped itself on lavapipe:\n{stdout}"
+    );
+    ChildOutput { stdout, stderr }
+}
+
+/// One captured binding report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingMsg {
+    pub messenger: usize,
+    pub severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    pub types: vk::DebugUtilsMessageTypeFlagsEXT,
+    pub object_type: vk::ObjectType,
+    pub handle: u64,
+    pub name: Option<String>,
+    pub binding_type: vk::DeviceAddressBindingTypeEXT,
+    pub base: u64,
+    pub size: u64,
+    pub object_count: u32,
+}
+
+pub static MESSAGES: Mutex<Vec<BindingMsg>> = Mutex::new(Vec::new());
+
+unsafe extern "system" fn on_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    // SAFETY: the layer/driver passes valid callback data per the spec.
+    let data = unsafe { &*data };
+    let mut p = data.p_next.cast::<vk::BaseInStructure<'_>>();
+    while !p.is_null() {
+        // SAFETY: a valid pNext chain.
+        unsafe {
+            if (*p).s_type == vk::StructureType::DEVICE_ADDRESS_BINDING_CALLBACK_DATA_EXT {
+                let b = &*p.cast::<vk::DeviceAddressBindingCallbackDataEXT<'_>>();
+                let obj = &*data.p_objects;
+                let name = (!obj.p_object_name.is_null()).then(|| {
+                    CStr::from_ptr(obj.p_object_name)
+                        .to_string_lossy()
+                        .into_owned()
+                });
+                MESSAGES.lock().unwrap().push(BindingMsg {
+                    messenger: user as usize,
+                    severity,
+                    types,
+                    object_type: obj.object_type,
+                    handle: obj.object_handle,
+                    name,
+                    binding_type: b.binding_type,
+                    base: b.base_address,
+                    size: b.size,
+                    object_count: data.object_count,
+                });
+            }
+            p = (*p).p_next;
+        }
+    }
+    vk::FALSE
+}
+
+/// Which fault API the child enables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Ext,
+    Khr,
+    /// Enable none of the drill's extensions.
+    None,
+}
+
+pub const APP_NAME: &CStr = c"drill-test";
+pub const ENGINE_NAME: &CStr = c"drill-engine";
+pub const APP_API_VERSION: u32 = vk::API_VERSION_1_3;
+
+/// An instance + device on the first physical device, with two debug messengers: #1 asks for binding
+/// reports, #2 only for GENERAL messages (must receive none).
+pub struct Gpu {
+    pub entry: ash::Entry,
+    pub instance: ash::Instance,
+    pub debug_utils: ash::ext::debug_utils::Instance,
+    pub messengers: Vec<vk::DebugUtilsMessengerEXT>,
+    pub physical: vk::PhysicalDevice,
+    pub props: vk::PhysicalDeviceProperties,
+    pub device: ash::Device,
+    pub debug_device: ash::ext::debug_utils::Device,
+    pub queue: vk::Queue,
+    pub memory_type: u32,
+}
+
+impl Gpu {
+    pub fn new(api: Api, vendor_binary: bool) -> Self {
+        // SAFETY: loading the system Vulkan loader.
+        let entry = unsafe { ash::Entry::load() }.expect("libvulkan");
+        let app = vk::ApplicationInfo::default()
+            .application_name(APP_NAME)
+            .application_version(7)
+            .engine_name(ENGINE_NAME)
+            .engine_version(9)
+            .api_version(APP_API_VERSION);
+        let exts = [ash::ext::debug_utils::NAME.as_ptr()];
+        let info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_extension_names(&exts);
+        // SAFETY: valid create info.
+        let instance = unsafe { entry.create_instance(&info, None) }.expect("create instance");
+        let debug_utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
+        let mut messengers = Vec::new();
+        for (id, types) in [
+            (
+                1usize,
+                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
+            ),
+            (2usize, vk::DebugUtilsMessageTypeFlagsEXT::GENERAL),
+        ] {
+            let info = vk::DebugUtilsMessengerCreateInfoEXT {
+                message_severity: vk::DebugUtilsMessageSeverityFlagsEXT::INFO
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+                message_type: types,
+                pfn_user_callback: Some(on_message),
+                p_user_data: id as *mut c_void,
+                ..Default::default()
+            };
+            // SAFETY: valid create info.
+            messengers
+                .push(unsafe { debug_utils.create_debug_utils_messenger(&info, None) }.unwrap());
+        }
+        // SAFETY: valid instance.
+        let physical = unsafe { instance.enumerate_physical_devices() }.unwrap()[0];
+        // SAFETY: valid physical device.
+        let props = unsafe { instance.get_physical_device_properties(physical) };
+
+        let mut names: Vec<*const i8> = Vec::new();
+        match api {
+            Api::Ext => names.extend([
+                vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME.as_ptr(),
+                vk::EXT_DEVICE_FAULT_NAME.as_ptr(),
+            ]),
+            Api::Khr => names.extend([
+                vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME.as_ptr(),
+                vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME.as_ptr(),
+                vulkan_fault_ffi::KHR_SHADER_ABORT_NAME.as_ptr(),
+            ]),
+            Api::None => {}
+        }
+        let vb = if vendor_binary { vk::TRUE } else { vk::FALSE };
+        // The drill's feature structs sit in the middle of a chain of driver structs, so the layer
+        // must copy the nodes in front of them to unlink them.
+        let mut khr_abort = vulkan_fault_ffi::PhysicalDeviceShaderAbortFeaturesKHR {
+            shader_abort: vk::TRUE,
+            ..Default::default()
+        };
+        let mut khr_fault = vulkan_fault_ffi::PhysicalDeviceFaultFeaturesKHR {
+            p_next: (&mut khr_abort as *mut vulkan_fault_ffi::PhysicalDeviceShaderAbortFeaturesKHR)
+                .cast(),
+            device_fault: vk::TRUE,
+            device_fault_vendor_binary: vb,
+            ..Default::default()
+        };
+        let mut ext_fault = vk::PhysicalDeviceFaultFeaturesEXT {
+            device_fault: vk::TRUE,
+            device_fault_vendor_binary: vb,
+            ..Default::default()
+        };
+        let fault_head: *mut c_void = match api {
+            Api::Ext => (&mut ext_fault as *mut vk::PhysicalDeviceFaultFeaturesEXT<'_>).cast(),
+            Api::Khr => {
+                (&mut khr_fault as *mut vulkan_fault_ffi::PhysicalDeviceFaultFeaturesKHR).cast()
+            }
+            Api::None => std::ptr::null_mut(),
+        };
+        let mut v13 = vk::PhysicalDeviceVulkan13Features {
+            synchronization2: vk::TRUE,
+            ..Default::default()
+        };
+        let mut binding = vk::PhysicalDeviceAddressBindingReportFeaturesEXT {
+            p_next: (&mut v13 as *mut vk::PhysicalDeviceVulkan13Features<'_>).cast(),
+            report_address_binding: vk::TRUE,
+            ..Default::default()
+        };
+        v13.p_next = fault_head;
+        let mut v12 = vk::PhysicalDeviceVulkan12Features {
+            timeline_semaphore: vk::TRUE,
+            p_next: if api == Api::None {
+                (&mut v13 as *mut vk::PhysicalDeviceVulkan13Features<'_>).cast()
+            } else {
+                (&mut binding as *mut vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>).cast()
+            },
+            ..Default::default()
+        };
+        let priorities = [1.0f32];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(0)
+            .queue_priorities(&priorities)];
+        let mut info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queues)
+            .enabled_extension_names(&names);
+        info.p_next = (&mut v12 as *mut vk::PhysicalDeviceVulkan12Features<'_>).cast();
+        let chain_before: Vec<vk::StructureType> = chain_types(info.p_next);
+        // SAFETY: valid create info; all chained structs live until the call returns.
+        let device =
+            unsafe { instance.create_device(physical, &info, None) }.expect("create device");
+        assert_eq!(
+            chain_types(info.p_next),
+            chain_before,
+            "the layer modified the application's chain"
+        );
+        // SAFETY: valid device, family 0 exists on lavapipe.
+        let queue = unsafe { device.get_device_queue(0, 0) };
+        let debug_device = ash::ext::debug_utils::Device::new(&instance, &device);
+        // SAFETY: valid physical device.
+        let mem = unsafe { instance.get_physical_device_memory_properties(physical) };
+        let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let memory_type = (0..mem.memory_type_count)
+            .find(|&i| mem.memory_types[i as usize].property_flags.contains(wanted))
+            .expect("host visible memory");
+        Gpu {
+            entry,
+            instance,
+            debug_utils,
+            messengers,
+            physical,
+            props,
+            device,
+            debug_device,
+            queue,
+            memory_type,
+        }
+    }
+
+    pub fn name<H: Handle>(&self, handle: H, name: &str) {
+        let name = CString::new(name).unwrap();
+        let info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(handle)
+            .object_name(&name);
+        // SAFETY: valid device and handle.
+        unsafe { self.debug_device.set_debug_utils_object_name(&info) }.unwrap();
+    }
+
+    pub fn allocate(&self, size: u64) -> vk::DeviceMemory {
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(size)
+            .memory_type_index(self.memory_type);
+        // SAFETY: valid device and info.
+        unsafe { self.device.allocate_memory(&info, None) }.unwrap()
+    }
+
+    /// A buffer named `name` (before binding), bound to `memory` at `offset`. Returns it and its
+    /// memory requirement size.
+    pub fn buffer_in(
+        &self,
+        size: u64,
+        name: Option<&str>,
+        memory: vk::DeviceMemory,
+        offset: u64,
+    ) -> (vk::Buffer, u64) {
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST);
+        // SAFETY: valid device and info.
+        let buffer = unsafe { self.device.create_buffer(&info, None) }.unwrap();
+        if let Some(n) = name {
+            self.name(buffer, n);
+        }
+        // SAFETY: valid buffer.
+        let req = unsafe { self.device.get_buffer_memory_requirements(buffer) };
+        // SAFETY: memory is large enough by construction in the tests.
+        unsafe { self.device.bind_buffer_memory(buffer, memory, offset) }.unwrap();
+        (buffer, req.size)
+    }
+
+    /// A buffer with its own memory.
+    pub fn buffer(&self, size: u64, name: Option<&str>) -> (vk::Buffer, vk::DeviceMemory) {
+        let memory = self.allocate(size.max(4096) * 2);
+        let (buffer, _) = self.buffer_in(size, name, memory, 0);
+        (buffer, memory)
+    }
+
+    pub fn destroy(&self, buffer: vk::Buffer, memory: vk::DeviceMemory) {
+        // SAFETY: unused objects of this device.
+        unsafe {
+            self.device.destroy_buffer(buffer, None);
+            self.device.free_memory(memory, None);
+        }
+    }
+
+    pub fn fence(&self) -> vk::Fence {
+        // SAFETY: valid device.
+        unsafe {
+            self.device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .unwrap()
+    }
+
+    /// An empty submission signalling `fence`.
+    pub fn submit(&self, fence: vk::Fence) -> vk::Result {
+        let submit = vk::SubmitInfo::default();
+        // SAFETY: valid queue; an empty submission.
+        match unsafe { self.device.queue_submit(self.queue, &[submit], fence) } {
+            Ok(()) => vk::Result::SUCCESS,
+            Err(e) => e,
+        }
+    }
+
+    /// `n` submissions that must succeed and complete.
+    pub fn submit_ok(&self, n: usize) {
+        for _ in 0..n {
+            let f = self.fence();
+            assert_eq!(self.submit(f), vk::Result::SUCCESS);
+            // SAFETY: valid fence.
+            unsafe {
+                self.device
+                    .wait_for_fences(&[f], true, 5_000_000_000)
+                    .unwrap();
+                self.device.destroy_fence(f, None);
+            }
+        }
+    }
+
+    pub fn binding_messages(&self) -> Vec<BindingMsg> {
+        MESSAGES.lock().unwrap().clone()
+    }
+
+    /// The last BIND or UNBIND range reported for `handle`.
+    pub fn reported_range(&self, handle: u64) -> (u64, u64) {
+        let m = self.binding_messages();
+        let msg = m
+            .iter()
+            .rev()
+            .find(|m| m.handle == handle && m.object_type == vk::ObjectType::BUFFER)
+            .unwrap_or_else(|| panic!("no binding report for 0x{handle:x}"));
+        (msg.base, msg.size)
+    }
+}
+
+/// sTypes of a chain, in order.
+pub fn chain_types(mut p: *const c_void) -> Vec<vk::StructureType> {
+    let mut out = Vec::new();
+    while !p.is_null() {
+        // SAFETY: a valid chain of test-owned structs.
+        unsafe {
+            let b = &*p.cast::<vk::BaseInStructure<'_>>();
+            out.push(b.s_type);
+            p = b.p_next.cast();
+        }
+    }
+    out
+}
+
+/// Checks the VersionOne vendor binary header and the strings behind it.
+pub fn check_vendor_binary(gpu: &Gpu, bin: &[u8]) {
+    let h = 56usize;
+    assert!(bin.len() > h, "binary of {} bytes", bin.len());
+    let u = |o: usize| u32::from_ne_bytes(bin[o..o + 4].try_into().unwrap());
+    assert_eq!(u(0), 56, "headerSize");
+    assert_eq!(u(4), 1, "headerVersion ONE");
+    assert_eq!(u(8), gpu.props.vendor_id);
+    assert_eq!(u(12), gpu.props.device_id);
+    assert_eq!(u(16), gpu.props.driver_version);
+    assert_eq!(&bin[20..36], &gpu.props.pipeline_cache_uuid);
+    let s = |o: u32| {
+        CStr::from_bytes_until_nul(&bin[o as usize..])
+            .unwrap()
+            .to_owned()
+    };
+    assert!(u(36) as usize >= h);
+    assert_eq!(s(u(36)).as_c_str(), APP_NAME);
+    assert_eq!(u(40), 7, "applicationVersion");
+    assert_eq!(s(u(44)).as_c_str(), ENGINE_NAME);
+    assert_eq!(u(48), 9, "engineVersion");
+    assert_eq!(u(52), APP_API_VERSION, "apiVersion");
+}

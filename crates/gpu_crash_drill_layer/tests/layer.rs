@@ -1,0 +1,1018 @@
+//! End-to-end tests: the layer loaded by the real Vulkan loader (on lavapipe here) under a plain `ash`
+//! program. Each case runs in its own child process because the drill reads process-global
+//! environment variables; the parent test sets them and checks the child's verdict and stderr.
+
+mod common;
+
+use std::ffi::{c_void, CStr};
+
+use ash::vk::{self, Handle};
+use common::*;
+use vulkan_fault_ffi::{
+    structure_type, DeviceFaultDebugInfoKHR, DeviceFaultFlagsKHR, DeviceFaultInfoKHR,
+    DeviceFaultShaderAbortMessageInfoKHR, KhrDeviceFaultFns, PhysicalDeviceFaultFeaturesKHR,
+    PhysicalDeviceFaultPropertiesKHR, PhysicalDeviceShaderAbortFeaturesKHR,
+    PhysicalDeviceShaderAbortPropertiesKHR,
+};
+
+/// Lines the layer printed.
+fn drill_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("[gpu_crash_drill]"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent tests (each spawns one child case).
+
+#[test]
+fn advertises_ext_extensions_and_features() {
+    run_child("extensions|ext", &[]);
+}
+
+#[test]
+fn advertises_khr_extensions_features_and_properties() {
+    run_child("extensions|khr", &[("GPU_CRASH_DRILL_API", "khr")]);
+}
+
+#[test]
+fn binding_reports_match_creates_and_destroys() {
+    run_child("bindings", &[]);
+}
+
+fn fault_case(api: &str, scenario: &str, precision: &str) {
+    fault_case_with(api, scenario, precision, "binary");
+}
+
+/// `binary`: "binary" enables `deviceFaultVendorBinary`, "nobinary" does not (NVIDIA lacks it, so this
+/// is also the case that runs on a driver with native `VK_EXT_device_fault`).
+fn fault_case_with(api: &str, scenario: &str, precision: &str, binary: &str) {
+    let case = format!("fault|{api}|{scenario}|{precision}|{binary}");
+    let out = run_child(
+        &case,
+        &[
+            ("GPU_CRASH_DRILL", scenario),
+            ("GPU_CRASH_DRILL_API", api),
+            ("GPU_CRASH_DRILL_AFTER", "4"),
+            ("GPU_CRASH_DRILL_PRECISION", precision),
+        ],
+    );
+    let name = scenario.split(':').next().unwrap();
+    if out.stdout.contains("not applicable") {
+        return;
+    }
+    assert!(
+        drill_lines(&out.stderr)
+            .iter()
+            .any(|l| l.contains(&format!("injected {name}"))),
+        "no injection line in stderr:\n{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn use_after_free_ext() {
+    fault_case("ext", "use-after-free", "4096");
+}
+
+#[test]
+fn use_after_free_label_ext() {
+    fault_case("ext", "use-after-free:keep", "4096");
+}
+
+#[test]
+fn out_of_bounds_ext() {
+    fault_case("ext", "out-of-bounds", "4096");
+}
+
+#[test]
+fn in_bounds_label_ext() {
+    fault_case("ext", "in-bounds:keep", "64");
+}
+
+#[test]
+fn use_after_free_khr() {
+    fault_case("khr", "use-after-free", "256");
+}
+
+#[test]
+fn out_of_bounds_label_khr() {
+    fault_case("khr", "out-of-bounds:keep", "4096");
+}
+
+#[test]
+fn in_bounds_khr() {
+    fault_case("khr", "in-bounds", "4096");
+}
+
+#[test]
+fn use_after_free_without_vendor_binary_ext() {
+    fault_case_with("ext", "use-after-free:victim", "4096", "nobinary");
+}
+
+#[test]
+fn out_of_bounds_without_vendor_binary_khr() {
+    fault_case_with("khr", "out-of-bounds", "1024", "nobinary");
+}
+
+#[test]
+fn hang_ext() {
+    let out = run_child(
+        "hang|ext",
+        &[("GPU_CRASH_DRILL", "hang"), ("GPU_CRASH_DRILL_AFTER", "3")],
+    );
+    assert!(drill_lines(&out.stderr)
+        .iter()
+        .any(|l| l.contains("injected hang")));
+}
+
+#[test]
+fn hang_khr() {
+    run_child(
+        "hang|khr",
+        &[
+            ("GPU_CRASH_DRILL", "hang"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+            ("GPU_CRASH_DRILL_AFTER", "3"),
+        ],
+    );
+}
+
+#[test]
+fn unknown_scenario_logs_one_line_and_passes_through() {
+    let out = run_child(
+        "passthrough",
+        &[
+            ("GPU_CRASH_DRILL", "explode"),
+            ("GPU_CRASH_DRILL_AFTER", "0"),
+        ],
+    );
+    let lines = drill_lines(&out.stderr);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("unknown scenario"), "{lines:?}");
+}
+
+#[test]
+fn unseen_label_logs_one_line_and_passes_through() {
+    let out = run_child(
+        "passthrough",
+        &[
+            ("GPU_CRASH_DRILL", "use-after-free:ghost"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    let lines: Vec<_> = drill_lines(&out.stderr)
+        .into_iter()
+        .filter(|l| !l.contains("armed:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("no object named \"ghost\""), "{lines:?}");
+}
+
+#[test]
+fn device_without_drill_extensions_works() {
+    run_child(
+        "no-extensions",
+        &[
+            ("GPU_CRASH_DRILL", "out-of-bounds"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child side.
+
+/// Entry point of child processes; does nothing in a normal test run.
+#[test]
+fn child_entry() {
+    let Ok(case) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let parts: Vec<&str> = case.split('|').collect();
+    // Cases about what the layer provides, or that enable deviceFaultVendorBinary through EXT, do not
+    // apply where the driver has the EXT extensions itself (NVIDIA lacks vendor binaries).
+    let layer_specific = matches!(
+        parts.as_slice(),
+        ["extensions", _] | ["bindings"] | ["fault", "ext", _, _, "binary"]
+    );
+    if layer_specific && driver_has_native_ext() {
+        println!("DRILL-CASE-OK {case}");
+        return;
+    }
+    match parts.as_slice() {
+        ["extensions", "ext"] => case_extensions(Api::Ext),
+        ["extensions", "khr"] => case_extensions(Api::Khr),
+        ["bindings"] => case_bindings(),
+        ["fault", api, scenario, precision, binary] => {
+            let api = if *api == "khr" { Api::Khr } else { Api::Ext };
+            case_fault(
+                api,
+                scenario,
+                precision.parse().unwrap(),
+                *binary == "binary",
+            );
+        }
+        ["hang", api] => case_hang(if *api == "khr" { Api::Khr } else { Api::Ext }),
+        ["passthrough"] => case_passthrough(),
+        ["no-extensions"] => case_no_extensions(),
+        _ => panic!("unknown case {case}"),
+    }
+    println!("DRILL-CASE-OK {case}");
+}
+
+fn ext_names(gpu: &Gpu, layer: Option<&CStr>) -> Vec<String> {
+    let f = gpu.instance.fp_v1_0().enumerate_device_extension_properties;
+    let layer = layer.map_or(std::ptr::null(), CStr::as_ptr);
+    let mut n = 0;
+    // SAFETY: valid physical device; count query.
+    let result = unsafe { f(gpu.physical, layer, &mut n, std::ptr::null_mut()) };
+    assert_eq!(result, vk::Result::SUCCESS);
+    let mut props = vec![vk::ExtensionProperties::default(); n as usize];
+    // SAFETY: `props` holds `n` elements.
+    let result = unsafe { f(gpu.physical, layer, &mut n, props.as_mut_ptr()) };
+    assert_eq!(result, vk::Result::SUCCESS);
+    assert_eq!(n as usize, props.len());
+    if n > 1 {
+        let mut short = n - 1;
+        // SAFETY: `props` holds more than `short` elements.
+        let result = unsafe { f(gpu.physical, layer, &mut short, props.as_mut_ptr()) };
+        assert_eq!(result, vk::Result::INCOMPLETE);
+        assert_eq!(short, n - 1);
+    }
+    props
+        .iter()
+        .map(|p| {
+            p.extension_name_as_c_str()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+fn case_extensions(api: Api) {
+    let gpu = Gpu::new(api, true);
+    let all = ext_names(&gpu, None);
+    let has = |n: &str| all.iter().filter(|e| *e == n).count();
+    assert_eq!(has("VK_EXT_device_address_binding_report"), 1, "{all:?}");
+    let (ours, not_ours) = if api == Api::Ext {
+        (
+            vec!["VK_EXT_device_fault"],
+            vec!["VK_KHR_device_fault", "VK_KHR_shader_abort"],
+        )
+    } else {
+        (
+            vec!["VK_KHR_device_fault", "VK_KHR_shader_abort"],
+            vec!["VK_EXT_device_fault"],
+        )
+    };
+    for n in &ours {
+        assert_eq!(has(n), 1, "{n} in {all:?}");
+    }
+    for n in &not_ours {
+        assert_eq!(has(n), 0, "{n} in {all:?}");
+    }
+    // The layer-name query lists the layer's own extensions.
+    let layer_list = ext_names(&gpu, Some(c"VK_LAYER_gpu_crash_drill"));
+    let mut expected: Vec<&str> = vec!["VK_EXT_device_address_binding_report"];
+    expected.extend(&ours);
+    assert_eq!(layer_list, expected);
+
+    // Features: ours filled, the other API's left alone.
+    let mut abort = PhysicalDeviceShaderAbortFeaturesKHR::default();
+    let mut khr = PhysicalDeviceFaultFeaturesKHR {
+        p_next: (&mut abort as *mut PhysicalDeviceShaderAbortFeaturesKHR).cast(),
+        ..Default::default()
+    };
+    let mut ext = vk::PhysicalDeviceFaultFeaturesEXT {
+        p_next: (&mut khr as *mut PhysicalDeviceFaultFeaturesKHR).cast(),
+        ..Default::default()
+    };
+    let mut binding = vk::PhysicalDeviceAddressBindingReportFeaturesEXT {
+        p_next: (&mut ext as *mut vk::PhysicalDeviceFaultFeaturesEXT<'_>).cast(),
+        ..Default::default()
+    };
+    let mut v11 = vk::PhysicalDeviceVulkan11Features {
+        p_next: (&mut binding as *mut vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>).cast(),
+        ..Default::default()
+    };
+    let mut f2 = vk::PhysicalDeviceFeatures2 {
+        p_next: (&mut v11 as *mut vk::PhysicalDeviceVulkan11Features<'_>).cast(),
+        ..Default::default()
+    };
+    // SAFETY: valid chain of locals.
+    unsafe {
+        gpu.instance
+            .get_physical_device_features2(gpu.physical, &mut f2)
+    };
+    assert_eq!(binding.report_address_binding, vk::TRUE);
+    let is_ext = api == Api::Ext;
+    let b = |on: bool| if on { vk::TRUE } else { vk::FALSE };
+    assert_eq!(
+        (ext.device_fault, ext.device_fault_vendor_binary),
+        (b(is_ext), b(is_ext))
+    );
+    assert_eq!(
+        (khr.device_fault, khr.device_fault_vendor_binary),
+        (b(!is_ext), b(!is_ext))
+    );
+    assert_eq!(abort.shader_abort, b(!is_ext));
+    assert_eq!(
+        f2.features.robust_buffer_access,
+        vk::TRUE,
+        "driver features still filled"
+    );
+
+    // Properties of the KHR extensions.
+    let mut abort_props = PhysicalDeviceShaderAbortPropertiesKHR::default();
+    let mut fault_props = PhysicalDeviceFaultPropertiesKHR {
+        p_next: (&mut abort_props as *mut PhysicalDeviceShaderAbortPropertiesKHR).cast(),
+        ..Default::default()
+    };
+    let mut p2 = vk::PhysicalDeviceProperties2 {
+        p_next: (&mut fault_props as *mut PhysicalDeviceFaultPropertiesKHR).cast(),
+        ..Default::default()
+    };
+    // SAFETY: valid chain of locals.
+    unsafe {
+        gpu.instance
+            .get_physical_device_properties2(gpu.physical, &mut p2)
+    };
+    assert_eq!(fault_props.max_device_fault_count > 0, !is_ext);
+    assert_eq!(abort_props.max_shader_abort_message_size > 0, !is_ext);
+    assert_eq!(p2.properties.vendor_id, gpu.props.vendor_id);
+
+    // Entry points exist only for the enabled API; before any fault there is nothing to report.
+    let gdpa = |n: &CStr| {
+        // SAFETY: valid device and name.
+        unsafe {
+            gpu.instance
+                .get_device_proc_addr(gpu.device.handle(), n.as_ptr())
+        }
+    };
+    assert_eq!(gdpa(c"vkGetDeviceFaultInfoEXT").is_some(), is_ext);
+    assert_eq!(gdpa(c"vkGetDeviceFaultReportsKHR").is_some(), !is_ext);
+    if is_ext {
+        let counts = ext_counts(&gpu);
+        assert_eq!(
+            (
+                counts.address_info_count,
+                counts.vendor_info_count,
+                counts.vendor_binary_size
+            ),
+            (0, 0, 0)
+        );
+    } else {
+        // SAFETY: valid device.
+        let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, gpu.device.handle()) };
+        let mut n = 5;
+        // SAFETY: valid count, no array.
+        let r = unsafe {
+            fns.get_device_fault_reports.unwrap()(
+                gpu.device.handle(),
+                0,
+                &mut n,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!((r, n), (vk::Result::TIMEOUT, 0));
+    }
+    gpu.submit_ok(3);
+}
+
+fn case_bindings() {
+    let gpu = Gpu::new(Api::Ext, true);
+    MESSAGES.lock().unwrap().clear();
+    let mem = gpu.allocate(256 * 1024);
+    let (b1, s1) = gpu.buffer_in(1000, Some("first"), mem, 0);
+    let (b2, s2) = gpu.buffer_in(5000, None, mem, 65536);
+    gpu.name(b2, "second-late");
+    let image_info = vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(vk::Format::R8G8B8A8_UNORM)
+        .extent(vk::Extent3D {
+            width: 64,
+            height: 64,
+            depth: 1,
+        })
+        .mip_levels(1)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .usage(vk::ImageUsageFlags::SAMPLED);
+    // SAFETY: valid device and create info.
+    let image = unsafe { gpu.device.create_image(&image_info, None) }.unwrap();
+    // SAFETY: valid image.
+    let ireq = unsafe { gpu.device.get_image_memory_requirements(image) };
+    let imem = gpu.allocate(ireq.size);
+    // SAFETY: memory large enough.
+    unsafe { gpu.device.bind_image_memory(image, imem, 0) }.unwrap();
+    // SAFETY: all objects idle and unused.
+    unsafe {
+        gpu.device.destroy_buffer(b1, None);
+        gpu.device.destroy_buffer(b2, None);
+        gpu.device.destroy_image(image, None);
+        gpu.device.free_memory(mem, None);
+        gpu.device.free_memory(imem, None);
+    }
+    let msgs = gpu.binding_messages();
+    assert!(
+        msgs.iter().all(|m| m.messenger == 1),
+        "a messenger without the binding type got reports"
+    );
+    for m in &msgs {
+        assert_eq!(m.severity, vk::DebugUtilsMessageSeverityFlagsEXT::INFO);
+        assert_eq!(
+            m.types,
+            vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING
+        );
+        assert_eq!(m.object_count, 1);
+    }
+    let summary: Vec<_> = msgs
+        .iter()
+        .map(|m| (m.object_type, m.handle, m.binding_type))
+        .collect();
+    use vk::DeviceAddressBindingTypeEXT as T;
+    use vk::ObjectType as O;
+    assert_eq!(
+        summary,
+        vec![
+            (O::DEVICE_MEMORY, mem.as_raw(), T::BIND),
+            (O::BUFFER, b1.as_raw(), T::BIND),
+            (O::BUFFER, b2.as_raw(), T::BIND),
+            (O::DEVICE_MEMORY, imem.as_raw(), T::BIND),
+            (O::IMAGE, image.as_raw(), T::BIND),
+            (O::BUFFER, b1.as_raw(), T::UNBIND),
+            (O::BUFFER, b2.as_raw(), T::UNBIND),
+            (O::IMAGE, image.as_raw(), T::UNBIND),
+            (O::DEVICE_MEMORY, mem.as_raw(), T::UNBIND),
+            (O::DEVICE_MEMORY, imem.as_raw(), T::UNBIND),
+        ]
+    );
+    let base = msgs[0].base;
+    assert!(
+        base >= 0x1_0000_0000 && base.is_multiple_of(65536),
+        "0x{base:x}"
+    );
+    assert_eq!(msgs[0].size, 256 * 1024);
+    assert_eq!(
+        (msgs[1].base, msgs[1].size, msgs[1].name.as_deref()),
+        (base, s1, Some("first"))
+    );
+    assert_eq!(
+        (msgs[2].base, msgs[2].size, msgs[2].name.as_deref()),
+        (base + 65536, s2, None)
+    );
+    assert!(
+        msgs[3].base >= base + 256 * 1024 && msgs[3].base.is_multiple_of(65536),
+        "disjoint, aligned"
+    );
+    assert_eq!((msgs[4].base, msgs[4].size), (msgs[3].base, ireq.size));
+    // Unbinds repeat the bound ranges and carry names set after binding.
+    assert_eq!((msgs[5].base, msgs[5].size), (msgs[1].base, msgs[1].size));
+    assert_eq!(
+        (msgs[6].base, msgs[6].name.as_deref()),
+        (msgs[2].base, Some("second-late"))
+    );
+    assert_eq!((msgs[8].base, msgs[8].size), (msgs[0].base, msgs[0].size));
+    // Addresses are never reused.
+    let m2 = gpu.allocate(4096);
+    let last = gpu.binding_messages().last().unwrap().clone();
+    assert_eq!(last.handle, m2.as_raw());
+    assert!(last.base > msgs[3].base);
+    // A destroyed messenger receives nothing more.
+    // SAFETY: valid messenger.
+    unsafe {
+        gpu.debug_utils
+            .destroy_debug_utils_messenger(gpu.messengers[0], None)
+    };
+    let before = gpu.binding_messages().len();
+    // SAFETY: idle memory.
+    unsafe { gpu.device.free_memory(m2, None) };
+    assert_eq!(gpu.binding_messages().len(), before);
+}
+
+fn ext_counts(gpu: &Gpu) -> vk::DeviceFaultCountsEXT<'static> {
+    let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+        .fp()
+        .get_device_fault_info_ext;
+    let mut counts = vk::DeviceFaultCountsEXT::default();
+    // SAFETY: valid device; count query.
+    let result = unsafe { f(gpu.device.handle(), &mut counts, std::ptr::null_mut()) };
+    assert_eq!(result, vk::Result::SUCCESS);
+    counts
+}
+
+/// Whether the layer itself provides `name` (false where the driver has it natively, e.g. NVIDIA).
+fn layer_provides(gpu: &Gpu, name: &str) -> bool {
+    ext_names(gpu, Some(c"VK_LAYER_gpu_crash_drill"))
+        .iter()
+        .any(|e| e == name)
+}
+
+/// `vkGetDeviceFaultInfoEXT` counts on a device that was not lost: the layer answers zero counts; a
+/// driver with native `VK_EXT_device_fault` answers itself (NVIDIA: `VK_ERROR_UNKNOWN`, zero counts).
+fn no_fault_counts(gpu: &Gpu) -> vk::DeviceFaultCountsEXT<'static> {
+    if layer_provides(gpu, "VK_EXT_device_fault") {
+        return ext_counts(gpu);
+    }
+    let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+        .fp()
+        .get_device_fault_info_ext;
+    let mut counts = vk::DeviceFaultCountsEXT::default();
+    // SAFETY: valid device; count query.
+    let r = unsafe { f(gpu.device.handle(), &mut counts, std::ptr::null_mut()) };
+    assert!(
+        r == vk::Result::SUCCESS || r == vk::Result::ERROR_UNKNOWN,
+        "{r:?}"
+    );
+    counts
+}
+
+/// True (after printing why) when the driver implements the binding report itself (NVIDIA), so a
+/// case that checks what the layer provides does not apply. Never true on lavapipe.
+fn driver_has_native_ext() -> bool {
+    // SAFETY: loading the system Vulkan loader.
+    let entry = unsafe { ash::Entry::load() }.expect("libvulkan");
+    // SAFETY: a minimal valid create info.
+    let instance =
+        unsafe { entry.create_instance(&vk::InstanceCreateInfo::default(), None) }.unwrap();
+    // SAFETY: valid instance.
+    let physical = unsafe { instance.enumerate_physical_devices() }.unwrap()[0];
+    let f = instance.fp_v1_0().enumerate_device_extension_properties;
+    let layer = c"VK_LAYER_gpu_crash_drill".as_ptr();
+    let mut n = 0;
+    // SAFETY: count query for the layer's own extensions.
+    let r = unsafe { f(physical, layer, &mut n, std::ptr::null_mut()) };
+    assert_eq!(r, vk::Result::SUCCESS);
+    let mut props = vec![vk::ExtensionProperties::default(); n as usize];
+    // SAFETY: `props` holds `n` elements.
+    let r = unsafe { f(physical, layer, &mut n, props.as_mut_ptr()) };
+    assert_eq!(r, vk::Result::SUCCESS);
+    // SAFETY: no child objects remain.
+    unsafe { instance.destroy_instance(None) };
+    let native = !props
+        .iter()
+        .any(|p| p.extension_name_as_c_str() == Ok(vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME));
+    if native {
+        println!("driver has the address binding report natively: case not applicable");
+    }
+    native
+}
+
+/// Objects that exist when the device is lost, to probe every DEVICE_LOST path.
+struct Probes {
+    fence: vk::Fence,
+    memory: vk::DeviceMemory,
+    query_pool: vk::QueryPool,
+    timeline: vk::Semaphore,
+}
+
+fn probes(gpu: &Gpu) -> Probes {
+    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
+        .semaphore_type(vk::SemaphoreType::TIMELINE)
+        .initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
+    // SAFETY: valid device and create infos (timelineSemaphore enabled).
+    unsafe {
+        Probes {
+            fence: gpu.fence(),
+            memory: gpu.allocate(4096),
+            query_pool: gpu
+                .device
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::OCCLUSION)
+                        .query_count(1),
+                    None,
+                )
+                .unwrap(),
+            timeline: gpu.device.create_semaphore(&info, None).unwrap(),
+        }
+    }
+}
+
+fn check_everything_lost(gpu: &Gpu, p: &Probes) {
+    let lost = Some(vk::Result::ERROR_DEVICE_LOST);
+    let d = &gpu.device;
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::ERROR_DEVICE_LOST);
+    // SAFETY: valid objects of this device.
+    unsafe {
+        let s2 = vk::SubmitInfo2::default();
+        assert_eq!(
+            d.queue_submit2(gpu.queue, &[s2], vk::Fence::null()).err(),
+            lost
+        );
+        assert_eq!(d.queue_wait_idle(gpu.queue).err(), lost);
+        assert_eq!(d.device_wait_idle().err(), lost);
+        assert_eq!(d.wait_for_fences(&[p.fence], true, 0).err(), lost);
+        assert_eq!(d.get_fence_status(p.fence).err(), lost);
+        assert_eq!(
+            d.map_memory(p.memory, 0, 64, vk::MemoryMapFlags::empty())
+                .err(),
+            Some(vk::Result::ERROR_DEVICE_LOST)
+        );
+        let mut data = [0u64; 1];
+        assert_eq!(
+            d.get_query_pool_results(p.query_pool, 0, &mut data, vk::QueryResultFlags::TYPE_64)
+                .err(),
+            lost
+        );
+        let values = [1u64];
+        let sems = [p.timeline];
+        let wait = vk::SemaphoreWaitInfo::default()
+            .semaphores(&sems)
+            .values(&values);
+        assert_eq!(d.wait_semaphores(&wait, 0).err(), lost);
+        assert_eq!(d.get_semaphore_counter_value(p.timeline).err(), lost);
+    }
+}
+
+/// Checks a reported fault address against the blamed object's range.
+fn check_address(
+    scenario: &str,
+    ty: vk::DeviceFaultAddressTypeEXT,
+    addr: u64,
+    precision: u64,
+    expected_precision: u64,
+    range: (u64, u64),
+) {
+    let (base, size) = range;
+    assert_eq!(precision, expected_precision);
+    assert!(precision.is_power_of_two());
+    let lo = addr & !(precision - 1);
+    let hi = lo + precision - 1;
+    assert!(lo <= addr && addr <= hi);
+    match scenario.split(':').next().unwrap() {
+        "out-of-bounds" => {
+            assert_eq!(addr, base + size, "first byte past the end");
+            assert_eq!(ty, vk::DeviceFaultAddressTypeEXT::WRITE_INVALID);
+        }
+        name => {
+            assert!(
+                base <= addr && addr < base + size,
+                "0x{addr:x} not in [0x{base:x}, +0x{size:x})"
+            );
+            assert!(
+                lo < base + size && hi >= base,
+                "precision range misses the object"
+            );
+            let want = if name == "in-bounds" {
+                vk::DeviceFaultAddressTypeEXT::READ_INVALID
+            } else {
+                vk::DeviceFaultAddressTypeEXT::WRITE_INVALID
+            };
+            assert_eq!(ty, want);
+        }
+    }
+}
+
+fn case_fault(api: Api, scenario: &str, precision: u64, vendor_binary: bool) {
+    let gpu = Gpu::new(api, vendor_binary);
+    let (keep, keep_mem) = gpu.buffer(3000, Some("keep"));
+    let (victim, victim_mem) = gpu.buffer(10_000, Some("victim"));
+    let probes = probes(&gpu);
+    // Without a label the default target is `victim` (bound last, destroyed last).
+    let target_name = scenario
+        .split_once(':')
+        .map_or("victim", |(_, label)| label);
+    let target = if target_name == "keep" { keep } else { victim };
+    if scenario.starts_with("use-after-free") {
+        // Past the threshold but nothing freed yet: no fault.
+        gpu.submit_ok(6);
+        gpu.destroy(keep, keep_mem);
+        gpu.destroy(victim, victim_mem);
+    } else {
+        gpu.submit_ok(4);
+    }
+    let range = gpu.reported_range(target.as_raw());
+    assert_eq!(
+        gpu.submit(vk::Fence::null()),
+        vk::Result::ERROR_DEVICE_LOST,
+        "the triggering submission"
+    );
+    check_everything_lost(&gpu, &probes);
+
+    match api {
+        Api::Ext => {
+            let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+                .fp()
+                .get_device_fault_info_ext;
+            let counts = ext_counts(&gpu);
+            let again = ext_counts(&gpu);
+            assert_eq!(
+                (
+                    counts.address_info_count,
+                    counts.vendor_info_count,
+                    counts.vendor_binary_size
+                ),
+                (
+                    again.address_info_count,
+                    again.vendor_info_count,
+                    again.vendor_binary_size
+                ),
+                "identical answers on repeat"
+            );
+            assert_eq!(
+                (counts.address_info_count, counts.vendor_info_count),
+                (1, 1)
+            );
+            let bin_size = counts.vendor_binary_size as usize;
+            let query = |a: u32, v: u32, b: usize| {
+                let mut addrs = [vk::DeviceFaultAddressInfoEXT::default(); 1];
+                let mut vendors = [vk::DeviceFaultVendorInfoEXT::default(); 1];
+                let mut bin = vec![0xABu8; bin_size.max(64)];
+                let mut c = vk::DeviceFaultCountsEXT {
+                    address_info_count: a,
+                    vendor_info_count: v,
+                    vendor_binary_size: b as u64,
+                    ..Default::default()
+                };
+                let mut info = vk::DeviceFaultInfoEXT {
+                    p_address_infos: addrs.as_mut_ptr(),
+                    p_vendor_infos: vendors.as_mut_ptr(),
+                    p_vendor_binary_data: bin.as_mut_ptr().cast::<c_void>(),
+                    ..Default::default()
+                };
+                // SAFETY: arrays hold at least the counts passed.
+                let r = unsafe { f(gpu.device.handle(), &mut c, &mut info) };
+                let desc = info
+                    .description_as_c_str()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                let counts = (
+                    c.address_info_count,
+                    c.vendor_info_count,
+                    c.vendor_binary_size as usize,
+                );
+                (r, counts, desc, bin, addrs[0], vendors[0])
+            };
+            let (r, c, desc, mut full, addr, vendor) = query(1, 1, bin_size);
+            full.truncate(bin_size);
+            assert_eq!((r, c), (vk::Result::SUCCESS, (1, 1, bin_size)));
+            assert!(
+                desc.contains(scenario.split(':').next().unwrap()) && desc.contains(target_name),
+                "{desc}"
+            );
+            check_address(
+                scenario,
+                addr.address_type,
+                addr.reported_address,
+                addr.address_precision,
+                precision,
+                range,
+            );
+            assert!(vendor.vendor_fault_code > 0);
+            if !vendor_binary {
+                assert_eq!(
+                    bin_size, 0,
+                    "no vendor binary unless the feature was enabled"
+                );
+                return;
+            }
+            check_vendor_binary(&gpu, &full);
+            // Partial counts: VK_INCOMPLETE, and what fits is written.
+            let (r, c, ..) = query(0, 1, bin_size);
+            assert_eq!((r, c), (vk::Result::INCOMPLETE, (0, 1, bin_size)));
+            let (r, c, ..) = query(1, 0, bin_size);
+            assert_eq!((r, c), (vk::Result::INCOMPLETE, (1, 0, bin_size)));
+            // A vendor buffer smaller than the header gets nothing.
+            let (r, c, _, b, ..) = query(1, 1, 10);
+            assert_eq!((r, c), (vk::Result::INCOMPLETE, (1, 1, 0)));
+            assert!(b.iter().all(|&x| x == 0xAB));
+            // Header plus a little: that much is written.
+            let (r, c, _, b, ..) = query(1, 1, 59);
+            assert_eq!((r, c), (vk::Result::INCOMPLETE, (1, 1, 59)));
+            assert_eq!(&b[..59], &full[..59]);
+            assert_eq!(b[59], 0xAB);
+        }
+        Api::Khr => {
+            // SAFETY: valid device.
+            let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, gpu.device.handle()) };
+            let reports = fns
+                .get_device_fault_reports
+                .expect("vkGetDeviceFaultReportsKHR");
+            let dev = gpu.device.handle();
+            let mut n = 0;
+            // SAFETY: count queries.
+            unsafe {
+                assert_eq!(
+                    reports(dev, 0, &mut n, std::ptr::null_mut()),
+                    vk::Result::SUCCESS
+                );
+                assert_eq!(n, 1);
+                assert_eq!(
+                    reports(dev, 0, &mut n, std::ptr::null_mut()),
+                    vk::Result::SUCCESS
+                );
+                assert_eq!(n, 1, "a count query does not drain");
+            }
+            let mut infos = [DeviceFaultInfoKHR::default(); 2];
+            n = 2;
+            // SAFETY: `infos` holds 2 elements.
+            let result = unsafe { reports(dev, 0, &mut n, infos.as_mut_ptr()) };
+            assert_eq!(result, vk::Result::SUCCESS);
+            assert_eq!(n, 1);
+            let r = &infos[0];
+            assert_eq!(r.s_type, structure_type::DEVICE_FAULT_INFO_KHR);
+            assert!(r.flags.contains(
+                DeviceFaultFlagsKHR::DEVICE_LOST
+                    | DeviceFaultFlagsKHR::MEMORY_ADDRESS
+                    | DeviceFaultFlagsKHR::VENDOR
+            ));
+            assert!(!r.flags.contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT));
+            let a = r.fault_address_info;
+            check_address(
+                scenario,
+                a.address_type,
+                a.reported_address,
+                a.address_precision,
+                precision,
+                range,
+            );
+            // SAFETY: NUL-terminated by the layer.
+            let desc = unsafe { CStr::from_ptr(r.description.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            assert!(desc.contains(target_name), "{desc}");
+            // Drained: the next call finds nothing.
+            n = 2;
+            // SAFETY: as above.
+            let result = unsafe { reports(dev, 0, &mut n, infos.as_mut_ptr()) };
+            assert_eq!(result, vk::Result::TIMEOUT);
+            assert_eq!(n, 0);
+
+            let debug = fns
+                .get_device_fault_debug_info
+                .expect("vkGetDeviceFaultDebugInfoKHR");
+            let mut msg = DeviceFaultShaderAbortMessageInfoKHR::default();
+            let mut info = DeviceFaultDebugInfoKHR {
+                p_next: (&mut msg as *mut DeviceFaultShaderAbortMessageInfoKHR).cast(),
+                ..Default::default()
+            };
+            // SAFETY: size queries (null buffers).
+            assert_eq!(unsafe { debug(dev, &mut info) }, vk::Result::SUCCESS);
+            let (bin_size, msg_size) = (
+                info.vendor_binary_size as usize,
+                msg.message_data_size as usize,
+            );
+            assert!(msg_size > 1);
+            assert_eq!(
+                bin_size > 56,
+                vendor_binary,
+                "binary only with the feature enabled"
+            );
+            let mut bin = vec![0u8; bin_size];
+            let mut text = vec![0u8; msg_size];
+            let mut msg = DeviceFaultShaderAbortMessageInfoKHR {
+                message_data_size: msg_size as u64,
+                p_message_data: text.as_mut_ptr().cast(),
+                ..Default::default()
+            };
+            let mut info = DeviceFaultDebugInfoKHR {
+                p_next: (&mut msg as *mut DeviceFaultShaderAbortMessageInfoKHR).cast(),
+                vendor_binary_size: bin_size as u32,
+                p_vendor_binary_data: bin.as_mut_ptr().cast(),
+                ..Default::default()
+            };
+            // SAFETY: buffers hold the sizes stated.
+            assert_eq!(unsafe { debug(dev, &mut info) }, vk::Result::SUCCESS);
+            assert_eq!(
+                (
+                    info.vendor_binary_size as usize,
+                    msg.message_data_size as usize
+                ),
+                (bin_size, msg_size)
+            );
+            let text = CStr::from_bytes_until_nul(&text).unwrap().to_str().unwrap();
+            assert_eq!(text, format!("crash drill: shader abort in {target_name}"));
+            if !vendor_binary {
+                return;
+            }
+            check_vendor_binary(&gpu, &bin);
+            // A buffer smaller than the header gets nothing.
+            let mut small = [0xABu8; 8];
+            let mut info = DeviceFaultDebugInfoKHR {
+                vendor_binary_size: 8,
+                p_vendor_binary_data: small.as_mut_ptr().cast(),
+                ..Default::default()
+            };
+            // SAFETY: `small` holds 8 bytes.
+            assert_eq!(unsafe { debug(dev, &mut info) }, vk::Result::INCOMPLETE);
+            assert_eq!(info.vendor_binary_size, 0);
+            assert_eq!(small, [0xAB; 8]);
+        }
+        Api::None => unreachable!(),
+    }
+}
+
+fn case_hang(api: Api) {
+    // No vendor binary: NVIDIA's native VK_EXT_device_fault lacks it, so this case runs there too.
+    let gpu = Gpu::new(api, false);
+    let probes = probes(&gpu);
+    gpu.submit_ok(3);
+    let values = [1u64];
+    let sems = [probes.timeline];
+    let mut timeline = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+    let submit = vk::SubmitInfo::default()
+        .signal_semaphores(&sems)
+        .push_next(&mut timeline);
+    let d = &gpu.device;
+    // SAFETY: valid objects of this device.
+    unsafe {
+        assert_eq!(
+            d.queue_submit(gpu.queue, &[submit], probes.fence),
+            Ok(()),
+            "the hung submission is accepted"
+        );
+        assert_eq!(
+            d.wait_for_fences(&[probes.fence], true, 200_000_000),
+            Err(vk::Result::TIMEOUT)
+        );
+        assert_eq!(d.get_fence_status(probes.fence), Ok(false), "NOT_READY");
+        let wait = vk::SemaphoreWaitInfo::default()
+            .semaphores(&sems)
+            .values(&values);
+        assert_eq!(
+            d.wait_semaphores(&wait, 100_000_000),
+            Err(vk::Result::TIMEOUT)
+        );
+        assert_eq!(d.get_semaphore_counter_value(probes.timeline), Ok(0));
+        // Later work never completes either, and the device is not lost.
+        let f2 = gpu.fence();
+        assert_eq!(gpu.submit(f2), vk::Result::SUCCESS);
+        assert_eq!(
+            d.wait_for_fences(&[f2], true, 50_000_000),
+            Err(vk::Result::TIMEOUT)
+        );
+        assert_eq!(d.device_wait_idle(), Ok(()));
+        assert!(d
+            .map_memory(probes.memory, 0, 64, vk::MemoryMapFlags::empty())
+            .is_ok());
+    }
+    match api {
+        Api::Khr => {
+            // SAFETY: valid device.
+            let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, d.handle()) };
+            let reports = fns.get_device_fault_reports.unwrap();
+            let mut infos = [DeviceFaultInfoKHR::default(); 1];
+            let mut n = 1;
+            // SAFETY: `infos` holds one element.
+            let result = unsafe { reports(d.handle(), 1_000_000, &mut n, infos.as_mut_ptr()) };
+            assert_eq!(result, vk::Result::SUCCESS);
+            assert_eq!(n, 1);
+            assert!(infos[0]
+                .flags
+                .contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT));
+            assert!(!infos[0].flags.contains(DeviceFaultFlagsKHR::DEVICE_LOST));
+            assert!(!infos[0].flags.contains(DeviceFaultFlagsKHR::MEMORY_ADDRESS));
+            // SAFETY: as above.
+            let result = unsafe { reports(d.handle(), 0, &mut n, infos.as_mut_ptr()) };
+            assert_eq!(result, vk::Result::TIMEOUT);
+            assert_eq!(n, 0);
+        }
+        _ => {
+            let c = no_fault_counts(&gpu);
+            assert_eq!(
+                (c.address_info_count, c.vendor_info_count),
+                (0, 0),
+                "not lost: no fault info"
+            );
+        }
+    }
+}
+
+fn case_passthrough() {
+    let gpu = Gpu::new(Api::Ext, false);
+    for _ in 0..3 {
+        let (b, m) = gpu.buffer(1000, None);
+        gpu.destroy(b, m);
+    }
+    let (_live, _mem) = gpu.buffer(1000, None);
+    gpu.submit_ok(40);
+    // SAFETY: valid device.
+    unsafe { gpu.device.device_wait_idle() }.unwrap();
+    let c = no_fault_counts(&gpu);
+    assert_eq!((c.address_info_count, c.vendor_info_count), (0, 0));
+}
+
+fn case_no_extensions() {
+    let gpu = Gpu::new(Api::None, false);
+    let (b, m) = gpu.buffer(1000, Some("x"));
+    assert!(
+        gpu.binding_messages().is_empty(),
+        "no reports without the extension"
+    );
+    // SAFETY: valid device and name.
+    let f = unsafe {
+        gpu.instance
+            .get_device_proc_addr(gpu.device.handle(), c"vkGetDeviceFaultInfoEXT".as_ptr())
+    };
+    assert!(f.is_none(), "fault entry point of a disabled extension");
+    // The fault still fires (it needs no extension): the application sees the loss.
+    gpu.submit_ok(2);
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::ERROR_DEVICE_LOST);
+    gpu.destroy(b, m);
+}
