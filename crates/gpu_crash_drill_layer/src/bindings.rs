@@ -43,6 +43,9 @@ pub(crate) struct Target {
     pub handle: u64,
     pub name: Option<String>,
     pub range: Range,
+    /// Where a use-after-free faults: a point of the freed range that no live buffer or image covers
+    /// (a GPU cannot page-fault at an address that is mapped again); `None` means the range middle.
+    pub fault_at: Option<u64>,
 }
 
 impl Target {
@@ -130,6 +133,7 @@ impl DeviceTracker {
             handle,
             name,
             range,
+            fault_at: None,
         });
     }
 
@@ -287,20 +291,59 @@ impl DeviceTracker {
 
     /// The object a use-after-free blames: the most recently unbound object named `label`, or without
     /// a label the most recently destroyed buffer.
+    ///
+    /// Only a freed object with a point no live buffer or image has taken over qualifies (allocators
+    /// reuse offsets at once; a real GPU would not fault there), so the fault lands on unmapped memory.
     pub(crate) fn freed_target(&self, label: Option<&str>) -> Option<Target> {
         self.freed
             .iter()
             .rev()
-            .find(|t| match label {
+            .filter(|t| match label {
                 Some(l) => t.name.as_deref() == Some(l),
                 None => t.object_type == vk::ObjectType::BUFFER,
             })
-            .cloned()
+            .find_map(|t| {
+                let at = self.uncovered_point(t.range)?;
+                Some(Target {
+                    fault_at: Some(at),
+                    ..t.clone()
+                })
+            })
+    }
+
+    /// Ranges of live buffers and images (memory objects are containers, not mappings of their own).
+    fn live_resource_ranges(&self) -> impl Iterator<Item = Range> + '_ {
+        self.resources.values().filter_map(|r| r.bound)
+    }
+
+    fn is_covered(&self, address: u64) -> bool {
+        self.live_resource_ranges()
+            .any(|r| address >= r.base && address - r.base < r.size)
+    }
+
+    /// A 4-byte-aligned point of `range` that no live resource covers: the middle if free, else the
+    /// lowest free point (the range start or the end of a live resource inside it).
+    pub(crate) fn uncovered_point(&self, range: Range) -> Option<u64> {
+        let end = range.base.saturating_add(range.size);
+        let middle = range.base + ((range.size / 2) & !3);
+        if !self.is_covered(middle) {
+            return Some(middle);
+        }
+        std::iter::once(range.base)
+            .chain(
+                self.live_resource_ranges()
+                    .map(|r| (r.base.saturating_add(r.size) + 3) & !3),
+            )
+            .filter(|&p| p >= range.base && p < end && !self.is_covered(p))
+            .min()
     }
 
     /// The live object an out-of-bounds or in-bounds fault blames: the most recently bound live object
     /// named `label` (buffer, image or memory), or without a label the most recently bound buffer.
-    pub(crate) fn live_target(&self, label: Option<&str>) -> Option<Target> {
+    ///
+    /// With `free_end`, only objects whose first byte past the end is not another live resource
+    /// qualify when no label is given (an overrun into a neighbour would not fault on a real GPU).
+    pub(crate) fn live_target(&self, label: Option<&str>, free_end: bool) -> Option<Target> {
         let resources = self
             .resources
             .iter()
@@ -311,9 +354,12 @@ impl DeviceTracker {
             .map(|(&h, &(range, seq))| (vk::ObjectType::DEVICE_MEMORY, h, range, seq));
         resources
             .chain(memories)
-            .filter(|&(ty, h, _, _)| match label {
+            .filter(|&(ty, h, range, _)| match label {
                 Some(l) => self.names.get(&(ty, h)).map(String::as_str) == Some(l),
-                None => ty == vk::ObjectType::BUFFER,
+                None => {
+                    ty == vk::ObjectType::BUFFER
+                        && !(free_end && self.is_covered(range.base.saturating_add(range.size)))
+                }
             })
             .max_by_key(|&(_, _, _, seq)| seq)
             .map(|(ty, h, range, _)| Target {
@@ -321,6 +367,7 @@ impl DeviceTracker {
                 handle: h,
                 name: self.name(ty, h),
                 range,
+                fault_at: None,
             })
     }
 }
@@ -443,16 +490,42 @@ mod tests {
             }
         );
         assert_eq!(ev.name.as_deref(), Some("vertices"));
-        assert_eq!(t.live_target(None).unwrap().handle, 20);
-        assert_eq!(t.live_target(Some("vertices")).unwrap().handle, 20);
-        assert!(t.live_target(Some("other")).is_none());
+        assert_eq!(t.live_target(None, true).unwrap().handle, 20);
+        assert_eq!(t.live_target(Some("vertices"), false).unwrap().handle, 20);
+        assert!(t.live_target(Some("other"), false).is_none());
         let un = t.destroy_resource(vk::ObjectType::BUFFER, 20).unwrap();
         assert_eq!(un.binding_type, vk::DeviceAddressBindingTypeEXT::UNBIND);
         assert!(t.destroy_resource(vk::ObjectType::BUFFER, 20).is_none());
         let freed = t.freed_target(None).unwrap();
         assert_eq!((freed.handle, freed.range), (20, ev.range));
         assert_eq!(t.freed_target(Some("vertices")).unwrap().handle, 20);
-        assert!(t.live_target(None).is_none());
+        assert!(t.live_target(None, true).is_none());
+    }
+
+    #[test]
+    fn use_after_free_avoids_ranges_a_live_object_took_over() {
+        let mut t = DeviceTracker::default();
+        let mem = t.allocate(10, 1 << 20).range;
+        for (handle, offset) in [(20u64, 0u64), (21, 0x1000)] {
+            t.create_resource(vk::ObjectType::BUFFER, handle, 0x1000);
+            t.bind_resource(vk::ObjectType::BUFFER, handle, 10, offset)
+                .unwrap();
+        }
+        t.destroy_resource(vk::ObjectType::BUFFER, 21).unwrap();
+        // The allocator hands the freed offset to a new, smaller buffer: only the tail is unmapped.
+        t.create_resource(vk::ObjectType::BUFFER, 22, 0x800);
+        t.bind_resource(vk::ObjectType::BUFFER, 22, 10, 0x1000)
+            .unwrap();
+        let target = t.freed_target(None).unwrap();
+        assert_eq!(target.handle, 21);
+        assert_eq!(target.fault_at, Some(mem.base + 0x1800));
+        // Fully reused: no use-after-free target until something frees up.
+        t.create_resource(vk::ObjectType::BUFFER, 23, 0x800);
+        t.bind_resource(vk::ObjectType::BUFFER, 23, 10, 0x1800)
+            .unwrap();
+        assert!(t.freed_target(None).is_none());
+        // An overrun of buffer 20 would land in buffer 22's neighbour range: 23 (end unmapped) wins.
+        assert_eq!(t.live_target(None, true).unwrap().handle, 23);
     }
 
     #[test]
@@ -466,7 +539,10 @@ mod tests {
         t.create_resource(vk::ObjectType::BUFFER, 2, 0x1000);
         t.observe(vk::ObjectType::BUFFER, 2, bind, r(0xdefd_0000_0000));
         t.observe(vk::ObjectType::BUFFER, 9, bind, r(0x5000)); // unknown object: ignored
-        assert_eq!(t.live_target(None).unwrap().range, r(0xdefd_0000_0000));
+        assert_eq!(
+            t.live_target(None, true).unwrap().range,
+            r(0xdefd_0000_0000)
+        );
         t.destroy_resource(vk::ObjectType::BUFFER, 2);
         assert_eq!(t.freed_target(None).unwrap().range, r(0xdefd_0000_0000));
     }

@@ -137,9 +137,8 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
             return SubmitAction::Swallow;
         }
         Scenario::UseAfterFree(label) => st.tracker.freed_target(label.as_deref()),
-        Scenario::OutOfBounds(label) | Scenario::InBounds(label) => {
-            st.tracker.live_target(label.as_deref())
-        }
+        Scenario::OutOfBounds(label) => st.tracker.live_target(label.as_deref(), true),
+        Scenario::InBounds(label) => st.tracker.live_target(label.as_deref(), false),
     };
     let Some(target) = target else {
         if let Some(label) = scenario.label() {
@@ -183,7 +182,7 @@ fn memory_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRe
             "read inside",
         ),
         _ => (
-            r.base + ((r.size / 2) & !3),
+            target.fault_at.unwrap_or(r.base + ((r.size / 2) & !3)),
             vk::DeviceFaultAddressTypeEXT::WRITE_INVALID,
             "write into freed",
         ),
@@ -541,6 +540,7 @@ mod tests {
             handle: 7,
             name: Some("particles".into()),
             range: Range { base, size },
+            fault_at: None,
         }
     }
 
