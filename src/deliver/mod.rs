@@ -1,1 +1,30 @@
 //! Deliver: the on-disk outbox and the Sentry upload.
+//!
+//! ```text
+//! CrashReport ─▶ event::sentry_event ─▶ envelope::build_envelope ─▶ Outbox::enqueue (disk, atomic)
+//!                                                                        │
+//!                          Outbox::flush(deadline) / spawn_background_flush ─▶ HTTP POST ─▶ Sentry / Bugsink
+//! ```
+//!
+//! - [`event`]: the Sentry event a developer reads (exception, `gpu` context, tags, breadcrumbs,
+//!   fingerprint, extra), always under 1 MiB.
+//! - [`envelope`]: the envelope bytes (event + report JSON + vendor binary attachments).
+//! - [`Dsn`]: DSN parsing with errors that say what is wrong.
+//! - [`Outbox`]: envelopes are written to disk *before* any send and deleted only after a 2xx; retries
+//!   honour `Retry-After` and `X-Sentry-Rate-Limits`; rejected envelopes move to `failed/`.
+//! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
+
+mod dsn;
+pub mod envelope;
+pub mod event;
+mod outbox;
+mod privacy;
+mod settings;
+pub mod transport;
+
+pub use dsn::{Dsn, DsnError};
+pub use envelope::build_envelope;
+pub use event::sentry_event;
+pub use outbox::{FlushSummary, Outbox};
+pub use privacy::redacted_report;
+pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};

@@ -1,0 +1,505 @@
+//! The outbox: envelopes on disk until a server has accepted them.
+//!
+//! - [`Outbox::enqueue`] writes the envelope atomically (temp file, fsync, rename) *before* any
+//!   send, so a crash during the upload loses nothing.
+//! - Files are named `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order,
+//!   and the same report enqueued twice is one file (and one Sentry event).
+//! - [`Outbox::flush`] sends oldest first until a deadline. A file is deleted only after a 2xx.
+//!   429 and 5xx (and network errors) are retried after `X-Sentry-Rate-Limits`/`Retry-After` or an
+//!   exponential backoff, as long as the deadline allows; other statuses move the file to `failed/`
+//!   and log the reason once.
+//! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use bevy::log::{error, info, warn};
+
+use super::envelope::{envelope_header, restamp};
+use super::transport::{HttpTransport, SendOutcome};
+use super::{build_envelope, DeliverySettings, Dsn};
+use crate::report::{write_atomically, CrashReport};
+
+/// Extension of envelope files.
+pub const ENVELOPE_EXT: &str = "envelope";
+/// First delay after a 5xx or network error; doubled per failure.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+/// Longest delay after repeated 5xx or network errors.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Below this much time left, a flush does not start another request.
+const MIN_REQUEST_TIME: Duration = Duration::from_millis(50);
+
+/// What one [`Outbox::flush`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlushSummary {
+    /// Envelopes accepted (2xx) and deleted.
+    pub sent: usize,
+    /// Envelopes rejected (4xx other than 429) and moved to `failed/`.
+    pub failed: usize,
+    /// HTTP requests made (including retries).
+    pub attempts: usize,
+    /// Envelopes still waiting when the flush returned.
+    pub pending: usize,
+    /// Why the flush stopped with envelopes left (no DSN, no consent, deadline, rate limit, errors).
+    pub stopped: Option<String>,
+    /// The last error seen, in words.
+    pub last_error: Option<String>,
+}
+
+/// Envelopes on disk and their upload. Cheap to clone; share one per directory in a process.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    failed_dir: PathBuf,
+    settings: DeliverySettings,
+    dsn: Option<Dsn>,
+    dsn_error: Option<String>,
+    transport: HttpTransport,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// No sends before this instant (429, 5xx, network errors, rate-limit headers).
+    blocked_until: Option<Instant>,
+    /// Next delay after a 5xx or network error.
+    backoff: Option<Duration>,
+    /// Files a flush is sending right now (two flushes never send the same file).
+    claimed: HashSet<PathBuf>,
+}
+
+impl Outbox {
+    /// An outbox in `settings.outbox_dir`, sending to [`DeliverySettings::resolve_dsn`].
+    ///
+    /// Never fails: a bad `SENTRY_DSN` is logged (reports then stay on disk) and a directory that
+    /// cannot be created is reported by [`Self::enqueue`].
+    pub fn new(settings: DeliverySettings) -> Self {
+        let (dsn, dsn_error) = match settings.resolve_dsn() {
+            Ok(dsn) => (dsn, None),
+            Err(e) => {
+                error!("GPU crash reporter: {e}; crash reports will stay on disk");
+                (None, Some(e.to_string()))
+            }
+        };
+        let dir = settings.outbox_dir.clone();
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            warn!(
+                "GPU crash reporter: cannot create the outbox {}: {e}",
+                dir.display()
+            );
+        }
+        Self {
+            inner: Arc::new(Inner {
+                failed_dir: dir.join("failed"),
+                dir,
+                settings,
+                dsn,
+                dsn_error,
+                transport: HttpTransport::new(),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// The outbox directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Where rejected envelopes are kept.
+    pub fn failed_dir(&self) -> &Path {
+        &self.inner.failed_dir
+    }
+
+    /// The DSN uploads go to, if any.
+    pub fn dsn(&self) -> Option<&Dsn> {
+        self.inner.dsn.as_ref()
+    }
+
+    /// Why `SENTRY_DSN` was not usable, if it was set but malformed.
+    pub fn dsn_error(&self) -> Option<&str> {
+        self.inner.dsn_error.as_deref()
+    }
+
+    /// The settings this outbox was made with.
+    pub fn settings(&self) -> &DeliverySettings {
+        &self.inner.settings
+    }
+
+    /// Builds the envelope for `report` (see [`build_envelope`]) and writes it into the outbox
+    /// atomically. Nothing is sent; call [`Self::flush`]. Drops the oldest envelopes if the outbox
+    /// is over its bounds (never the one just written).
+    pub fn enqueue(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> std::io::Result<PathBuf> {
+        let envelope = build_envelope(report, vendor_binary, &self.inner.settings);
+        let name = format!(
+            "{:020}-{}.{ENVELOPE_EXT}",
+            report.timestamp_ms,
+            sanitize(&report.id)
+        );
+        self.enqueue_envelope(&name, &envelope)
+    }
+
+    /// Writes ready-made envelope bytes as `name` (must end in `.envelope`; sorted by name).
+    pub fn enqueue_envelope(&self, name: &str, envelope: &[u8]) -> std::io::Result<PathBuf> {
+        let inner = &self.inner;
+        std::fs::create_dir_all(&inner.dir)?;
+        let path = inner.dir.join(name);
+        write_atomically(&path, envelope)?;
+        if inner.dsn.is_none() {
+            info!(
+                "GPU crash report saved to {}; no Sentry DSN is configured (DeliverySettings::dsn or \
+                 SENTRY_DSN), so it stays there",
+                path.display()
+            );
+        } else {
+            info!("GPU crash report queued for upload: {}", path.display());
+        }
+        self.enforce_bounds(&inner.dir, Some(&path));
+        Ok(path)
+    }
+
+    /// Pending envelopes, oldest first.
+    pub fn pending(&self) -> Vec<PathBuf> {
+        list_envelopes(&self.inner.dir)
+    }
+
+    /// Rejected envelopes in `failed/`, oldest first.
+    pub fn failed(&self) -> Vec<PathBuf> {
+        list_envelopes(&self.inner.failed_dir)
+    }
+
+    /// Sends pending envelopes, oldest first, until none is left or `deadline` passes. Never
+    /// blocks past `deadline` (each request's timeout is cut to the time left) and never panics.
+    pub fn flush(&self, deadline: Instant) -> FlushSummary {
+        let inner = &self.inner;
+        let mut summary = FlushSummary::default();
+        let Some(dsn) = inner.dsn.clone() else {
+            summary.pending = self.pending().len();
+            if summary.pending > 0 {
+                info!(
+                    "GPU crash reporter: no Sentry DSN configured; {} crash report(s) stay in {}",
+                    summary.pending,
+                    inner.dir.display()
+                );
+            }
+            summary.stopped = Some(match &inner.dsn_error {
+                Some(e) => format!("no usable DSN: {e}"),
+                None => "no DSN configured".to_owned(),
+            });
+            return summary;
+        };
+        let mut warned_transient = false;
+        loop {
+            let now = Instant::now();
+            if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
+                summary.stopped = Some("deadline reached".to_owned());
+                break;
+            }
+            let blocked = self.state().blocked_until.filter(|&t| t > now);
+            if let Some(until) = blocked {
+                if until > deadline {
+                    summary.stopped = Some(format!(
+                        "server asked to wait {:.1} s, past the deadline",
+                        (until - now).as_secs_f64()
+                    ));
+                    break;
+                }
+                std::thread::sleep(until - now);
+                continue;
+            }
+            let Some(claim) = self.claim_oldest() else {
+                break;
+            };
+            if !inner.settings.upload_consent.allows() {
+                summary.stopped = Some("no upload consent".to_owned());
+                info!(
+                    "GPU crash reporter: upload consent not given; crash reports stay in {}",
+                    inner.dir.display()
+                );
+                break;
+            }
+            let path = claim.path.clone();
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    let reason = format!("cannot read {}: {e}", path.display());
+                    error!("GPU crash reporter: {reason}; moving it to failed/");
+                    self.move_to_failed(&path);
+                    summary.failed += 1;
+                    summary.last_error = Some(reason);
+                    continue;
+                }
+            };
+            let event_id = envelope_header(&bytes)
+                .and_then(|h| h.get("event_id")?.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let body = restamp(&bytes, SystemTime::now(), Some(&dsn.to_string()));
+            let timeout = inner
+                .settings
+                .upload_timeout
+                .min(deadline.saturating_duration_since(Instant::now()));
+            summary.attempts += 1;
+            let outcome = inner.transport.send(&dsn, &body, timeout);
+            let now = Instant::now();
+            match outcome {
+                SendOutcome::Accepted { status, rate_limit } => {
+                    if let Err(e) = std::fs::remove_file(&path) {
+                        warn!(
+                            "GPU crash reporter: sent {} but cannot delete it: {e}",
+                            path.display()
+                        );
+                    }
+                    summary.sent += 1;
+                    info!(
+                        "GPU crash report {event_id} delivered to {} (HTTP {status})",
+                        dsn.host()
+                    );
+                    let mut state = self.state();
+                    state.backoff = None;
+                    state.blocked_until = rate_limit.map(|d| now + d);
+                }
+                SendOutcome::RateLimited {
+                    status,
+                    retry_after,
+                } => {
+                    let reason = format!(
+                        "HTTP {status} from {}: rate limited, retrying after {:.1} s",
+                        dsn.host(),
+                        retry_after.as_secs_f64()
+                    );
+                    if !warned_transient {
+                        warn!("GPU crash reporter: {reason}");
+                        warned_transient = true;
+                    }
+                    summary.last_error = Some(reason);
+                    self.state().blocked_until = Some(now + retry_after);
+                }
+                SendOutcome::ServerError {
+                    status,
+                    retry_after,
+                    body,
+                } => {
+                    let reason = format!("HTTP {status} from {}: {body}", dsn.host());
+                    self.back_off(now, retry_after, &reason, &mut warned_transient);
+                    summary.last_error = Some(reason);
+                }
+                SendOutcome::Network(e) => {
+                    let reason = format!("cannot reach {}: {e}", dsn.envelope_url());
+                    self.back_off(now, None, &reason, &mut warned_transient);
+                    summary.last_error = Some(reason);
+                }
+                SendOutcome::Rejected { status, body } => {
+                    let hint = match status {
+                        401 | 403 => " (check the DSN's public key and project id)",
+                        400 => " (malformed DSN key or envelope)",
+                        413 => " (envelope too large)",
+                        _ => "",
+                    };
+                    let target = self.move_to_failed(&path);
+                    let reason = format!(
+                        "{} rejected crash report {event_id} with HTTP {status}{hint}: {body:?}; kept as {}",
+                        dsn.host(),
+                        target.display()
+                    );
+                    error!("GPU crash reporter: {reason}");
+                    summary.failed += 1;
+                    summary.last_error = Some(reason);
+                }
+            }
+            drop(claim);
+        }
+        summary.pending = self.pending().len();
+        if summary.pending > 0 {
+            info!(
+                "GPU crash reporter: {} crash report(s) wait in {} ({})",
+                summary.pending,
+                inner.dir.display(),
+                summary
+                    .stopped
+                    .as_deref()
+                    .unwrap_or("in use by another flush")
+            );
+        }
+        summary
+    }
+
+    /// [`Self::flush`] for at most [`DeliverySettings::upload_timeout`]: what a dying game calls
+    /// right after [`Self::enqueue`].
+    pub fn flush_at_crash(&self) -> FlushSummary {
+        self.flush(Instant::now() + self.inner.settings.upload_timeout)
+    }
+
+    /// Flushes on a new thread (`gpu-crash-upload`) for at most `budget`: at startup, to send what
+    /// an earlier run left, or right after a crash when the game goes on.
+    pub fn spawn_background_flush(
+        &self,
+        budget: Duration,
+    ) -> std::io::Result<JoinHandle<FlushSummary>> {
+        let outbox = self.clone();
+        std::thread::Builder::new()
+            .name("gpu-crash-upload".to_owned())
+            .spawn(move || outbox.flush(Instant::now() + budget))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves consistent data (plain fields).
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn back_off(
+        &self,
+        now: Instant,
+        retry_after: Option<Duration>,
+        reason: &str,
+        warned: &mut bool,
+    ) {
+        let mut state = self.state();
+        let delay = retry_after.unwrap_or_else(|| state.backoff.unwrap_or(BACKOFF_START));
+        state.backoff = Some(
+            (state.backoff.unwrap_or(BACKOFF_START) * 2)
+                .min(BACKOFF_MAX)
+                .max(BACKOFF_START),
+        );
+        state.blocked_until = Some(now + delay);
+        drop(state);
+        if !*warned {
+            warn!(
+                "GPU crash reporter: {reason}; retrying in {:.1} s",
+                delay.as_secs_f64()
+            );
+            *warned = true;
+        }
+    }
+
+    fn claim_oldest(&self) -> Option<Claim<'_>> {
+        let pending = self.pending();
+        let mut state = self.state();
+        let path = pending.into_iter().find(|p| !state.claimed.contains(p))?;
+        state.claimed.insert(path.clone());
+        Some(Claim { outbox: self, path })
+    }
+
+    /// Moves `path` into `failed/` (kept for a developer to look at), bounded like the outbox.
+    fn move_to_failed(&self, path: &Path) -> PathBuf {
+        let failed = &self.inner.failed_dir;
+        let target = failed.join(path.file_name().unwrap_or_default());
+        let moved = std::fs::create_dir_all(failed).and_then(|()| std::fs::rename(path, &target));
+        match moved {
+            Ok(()) => {
+                if let Ok(d) = std::fs::File::open(&self.inner.dir) {
+                    let _ = d.sync_all();
+                }
+                self.enforce_bounds(failed, Some(&target));
+                target
+            }
+            Err(e) => {
+                error!(
+                    "GPU crash reporter: cannot move {} to {}: {e}; deleting it so it is not resent",
+                    path.display(),
+                    failed.display()
+                );
+                let _ = std::fs::remove_file(path);
+                path.to_owned()
+            }
+        }
+    }
+
+    /// Drops the oldest envelopes of `dir` until it is within the count and byte bounds.
+    fn enforce_bounds(&self, dir: &Path, keep: Option<&Path>) {
+        let settings = &self.inner.settings;
+        let mut files: Vec<(PathBuf, u64)> = list_envelopes(dir)
+            .into_iter()
+            .map(|p| {
+                let len = std::fs::metadata(&p).map_or(0, |m| m.len());
+                (p, len)
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|(_, l)| l).sum();
+        let mut i = 0;
+        while (files.len() > settings.max_outbox_files || total > settings.max_outbox_bytes)
+            && i < files.len()
+        {
+            let (path, len) = &files[i];
+            let claimed = self.state().claimed.contains(path);
+            if Some(path.as_path()) == keep || claimed {
+                i += 1;
+                continue;
+            }
+            match std::fs::remove_file(path) {
+                Ok(()) => warn!(
+                    "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
+                     dropped the oldest crash report {}",
+                    dir.display(),
+                    files.len(),
+                    total,
+                    settings.max_outbox_files,
+                    settings.max_outbox_bytes,
+                    path.display()
+                ),
+                Err(e) => warn!(
+                    "GPU crash reporter: cannot drop {}: {e}",
+                    path.display()
+                ),
+            }
+            total -= len;
+            files.remove(i);
+        }
+    }
+}
+
+/// A file being sent by one flush; released on drop.
+struct Claim<'a> {
+    outbox: &'a Outbox,
+    path: PathBuf,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.outbox.state().claimed.remove(&self.path);
+    }
+}
+
+/// `*.envelope` files of `dir` (not temp files), sorted by name = oldest first.
+fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            !name.starts_with('.') && name.ends_with(&format!(".{ENVELOPE_EXT}"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Keeps an id usable as part of a file name.
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect()
+}

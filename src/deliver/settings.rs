@@ -1,0 +1,185 @@
+//! How and where crash reports are delivered.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Dsn, DsnError};
+
+/// Whether the player agreed to send crash reports.
+///
+/// Checked before every upload. When it says no, reports stay in the outbox (they are sent at a later
+/// flush once consent is given) and the log says where they are.
+#[derive(Clone, Default)]
+pub enum UploadConsent {
+    /// Upload without asking (the developer configured a DSN on purpose).
+    #[default]
+    Granted,
+    /// Never upload; reports stay on disk.
+    Denied,
+    /// Ask the game (e.g. a setting the player toggled); called on the uploading thread.
+    Callback(Arc<dyn Fn() -> bool + Send + Sync>),
+}
+
+impl UploadConsent {
+    /// Asks: may reports be uploaded now?
+    pub fn allows(&self) -> bool {
+        match self {
+            Self::Granted => true,
+            Self::Denied => false,
+            Self::Callback(f) => f(),
+        }
+    }
+}
+
+impl fmt::Debug for UploadConsent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Granted => f.write_str("Granted"),
+            Self::Denied => f.write_str("Denied"),
+            Self::Callback(_) => f.write_str("Callback(..)"),
+        }
+    }
+}
+
+/// Delivery settings: DSN, release, privacy switches, outbox location and bounds.
+#[derive(Clone, Debug)]
+pub struct DeliverySettings {
+    /// Where to send. `None`: the `SENTRY_DSN` environment variable (see [`Self::dsn_from_env`]);
+    /// if that is unset too, reports stay on disk and the log says where.
+    pub dsn: Option<Dsn>,
+    /// Read `SENTRY_DSN` when [`Self::dsn`] is `None` (default `true`).
+    pub dsn_from_env: bool,
+    /// Sentry `release`. `None`: `SENTRY_RELEASE`, else `"{application.name}@{application.version}"`
+    /// from the report (only the version when application names are left out).
+    pub release: Option<String>,
+    /// Sentry `environment`. `None`: `SENTRY_ENVIRONMENT`, else `"production"`.
+    pub environment: Option<String>,
+    /// Player consent for uploads (default [`UploadConsent::Granted`]).
+    pub upload_consent: UploadConsent,
+    /// Send the application's name (report, app context, vendor binary header). Default `true`.
+    pub include_application_names: bool,
+    /// Send the executable path (it often contains the player's user name). Default `false`.
+    pub include_paths: bool,
+    /// How long an upload may take at crash time, and the limit of one HTTP request (default 5 s).
+    pub upload_timeout: Duration,
+    /// The outbox directory; rejected envelopes go to its `failed/` subdirectory.
+    pub outbox_dir: PathBuf,
+    /// At most this many pending envelopes (and as many failed ones); the oldest are dropped.
+    pub max_outbox_files: usize,
+    /// At most this many bytes of pending envelopes (and as many of failed ones).
+    pub max_outbox_bytes: u64,
+    /// At most this many breadcrumbs per event (default 200).
+    pub max_breadcrumbs: usize,
+    /// Upper bound of the event JSON (default 900 KiB: Sentry and Bugsink refuse events over 1 MiB).
+    pub max_event_bytes: usize,
+    /// Upper bound of each attachment; a larger report JSON is attached with its lists trimmed,
+    /// a larger vendor binary is left out (it stays next to the report on disk). Default 8 MiB.
+    pub max_attachment_bytes: usize,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        Self {
+            dsn: None,
+            dsn_from_env: true,
+            release: None,
+            environment: None,
+            upload_consent: UploadConsent::Granted,
+            include_application_names: true,
+            include_paths: false,
+            upload_timeout: Duration::from_secs(5),
+            outbox_dir: default_outbox_dir(),
+            max_outbox_files: 50,
+            max_outbox_bytes: 64 * 1024 * 1024,
+            max_breadcrumbs: 200,
+            max_event_bytes: 900 * 1024,
+            max_attachment_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+impl DeliverySettings {
+    /// Settings that send to `dsn` and keep the outbox in `outbox_dir`.
+    pub fn new(dsn: Option<Dsn>, outbox_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dsn,
+            outbox_dir: outbox_dir.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The DSN to use: [`Self::dsn`], else `SENTRY_DSN` (if [`Self::dsn_from_env`]), else none.
+    pub fn resolve_dsn(&self) -> Result<Option<Dsn>, DsnError> {
+        if let Some(dsn) = &self.dsn {
+            return Ok(Some(dsn.clone()));
+        }
+        if !self.dsn_from_env {
+            return Ok(None);
+        }
+        match std::env::var("SENTRY_DSN") {
+            Ok(s) if !s.trim().is_empty() => s.parse().map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The release the event names (see [`Self::release`]).
+    pub fn resolve_release(&self, app_name: &str, app_version: &str) -> Option<String> {
+        if let Some(r) = &self.release {
+            return Some(r.clone());
+        }
+        if let Ok(r) = std::env::var("SENTRY_RELEASE") {
+            if !r.trim().is_empty() {
+                return Some(r);
+            }
+        }
+        match (
+            self.include_application_names && !app_name.is_empty(),
+            app_version.is_empty(),
+        ) {
+            (true, false) => Some(format!("{app_name}@{app_version}")),
+            (true, true) => Some(app_name.to_owned()),
+            (false, false) => Some(app_version.to_owned()),
+            (false, true) => None,
+        }
+    }
+
+    /// The environment the event names (see [`Self::environment`]).
+    pub fn resolve_environment(&self) -> String {
+        if let Some(e) = &self.environment {
+            return e.clone();
+        }
+        match std::env::var("SENTRY_ENVIRONMENT") {
+            Ok(e) if !e.trim().is_empty() => e,
+            _ => "production".to_owned(),
+        }
+    }
+}
+
+/// The per-user data directory of this game plus `gpu-crash-outbox`:
+/// `%LOCALAPPDATA%\<exe>\gpu-crash-outbox` on Windows,
+/// `~/Library/Application Support/<exe>/gpu-crash-outbox` on macOS,
+/// `$XDG_DATA_HOME` (or `~/.local/share`)`/<exe>/gpu-crash-outbox` elsewhere; the temp dir as last resort.
+pub fn default_outbox_dir() -> PathBuf {
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = env_dir("HOME");
+    let base = if cfg!(windows) {
+        env_dir("LOCALAPPDATA")
+    } else if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library/Application Support"))
+    } else {
+        env_dir("XDG_DATA_HOME").or_else(|| home.map(|h| h.join(".local/share")))
+    };
+    let game = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "bevy-game".to_owned());
+    base.unwrap_or_else(std::env::temp_dir)
+        .join(game)
+        .join("gpu-crash-outbox")
+}

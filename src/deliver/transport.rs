@@ -1,0 +1,220 @@
+//! The HTTP transport: one blocking POST of a gzip-compressed envelope.
+//!
+//! # Why `ureq` 3 with rustls, ring and webpki-roots
+//!
+//! A crash reporter ships inside games that run on players' machines, so its transport must work on
+//! every machine the game runs on, without anything the player has to install:
+//!
+//! - **No OpenSSL.** `native-tls` (the `sentry` crate's default transport, via `reqwest`) links the
+//!   system `libssl` on Linux. Distributions ship different, ABI-incompatible versions (1.1 vs 3),
+//!   Steam runtime containers and immutable distributions may have another, and a game binary built on
+//!   one distribution then fails to *start* on another. rustls is pure Rust and statically linked.
+//! - **`ring` as the crypto provider** builds with only a C compiler on every tier-1 target (Windows
+//!   MSVC included); `aws-lc-rs`, rustls' default, needs CMake (and NASM on some Windows setups) at
+//!   build time, which is a burden on game developers' CI for no gain here.
+//! - **`webpki-roots`** bundles Mozilla's root certificates, so HTTPS to sentry.io works on machines
+//!   with no or outdated CA bundles (minimal containers, old Windows installs). The trade-off: a
+//!   corporate TLS-intercepting proxy's private root is not trusted; self-hosted Sentry with a
+//!   private CA needs a public certificate (or `http://` on a LAN).
+//! - **`ureq` is blocking and small**: no async runtime (tokio) is pulled into the game. Uploads run
+//!   on the crashing thread with a hard deadline, or on one background thread; a blocking client with
+//!   a connect timeout and a whole-request timeout is the simplest correct fit.
+//! - Bodies are gzip-compressed (`flate2` with the pure-Rust `miniz_oxide` backend): Sentry and
+//!   Bugsink both accept `Content-Encoding: gzip`, which keeps a crash-time upload of a large report
+//!   inside the upload timeout and under Bugsink's 20 MiB compressed-envelope limit.
+//!
+//! Proxies: `ureq` honours `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` (and `NO_PROXY`) from the environment.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::Dsn;
+
+/// What the server said to one upload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// 2xx. `rate_limit`: an `X-Sentry-Rate-Limits` that applies to events, for the next sends.
+    Accepted {
+        /// HTTP status.
+        status: u16,
+        /// How long events must not be sent, if the server said so.
+        rate_limit: Option<Duration>,
+    },
+    /// 429: try again after `retry_after`.
+    RateLimited {
+        /// HTTP status.
+        status: u16,
+        /// From `X-Sentry-Rate-Limits` (event categories), else `Retry-After`, else 60 s.
+        retry_after: Duration,
+    },
+    /// 5xx: try again later (after `retry_after` when the server gave one).
+    ServerError {
+        /// HTTP status.
+        status: u16,
+        /// `Retry-After`, if any.
+        retry_after: Option<Duration>,
+        /// Start of the response body.
+        body: String,
+    },
+    /// Any other status (bad key, project, payload): sending it again will not help.
+    Rejected {
+        /// HTTP status.
+        status: u16,
+        /// Start of the response body.
+        body: String,
+    },
+    /// No HTTP answer: DNS, connect, TLS, timeout.
+    Network(String),
+}
+
+/// Delay when a 429 names none.
+pub const DEFAULT_RATE_LIMIT: Duration = Duration::from_secs(60);
+
+/// The blocking HTTPS client (see the module docs for the choice).
+#[derive(Clone, Debug)]
+pub struct HttpTransport {
+    agent: ureq::Agent,
+}
+
+impl Default for HttpTransport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpTransport {
+    /// A client that reports every status as a response (no redirects followed: a DSN that
+    /// redirects is misconfigured and is reported as such).
+    pub fn new() -> Self {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent(concat!(
+                env!("CARGO_PKG_NAME"),
+                "/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .build();
+        Self {
+            agent: config.new_agent(),
+        }
+    }
+
+    /// POSTs `envelope` to `dsn`'s envelope endpoint. `timeout` bounds the connect and the whole
+    /// request (connect, send, response).
+    pub fn send(&self, dsn: &Dsn, envelope: &[u8], timeout: Duration) -> SendOutcome {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let body = match gzip(envelope) {
+            Ok(b) => b,
+            Err(e) => return SendOutcome::Network(format!("gzip failed: {e}")),
+        };
+        let result = self
+            .agent
+            .post(dsn.envelope_url())
+            .header("X-Sentry-Auth", dsn.auth_header())
+            .header("Content-Type", "application/x-sentry-envelope")
+            .header("Content-Encoding", "gzip")
+            .config()
+            .timeout_connect(Some(timeout))
+            .timeout_global(Some(timeout))
+            .build()
+            .send(&body[..]);
+        let mut response = match result {
+            Ok(r) => r,
+            Err(e) => return SendOutcome::Network(e.to_string()),
+        };
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let rate_limits = header("x-sentry-rate-limits").and_then(|h| parse_rate_limits(&h));
+        let retry_after = header("retry-after").and_then(|h| parse_retry_after(&h));
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(4096)
+            .read_to_vec()
+            .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+            .unwrap_or_default();
+        match status {
+            200..=299 => SendOutcome::Accepted {
+                status,
+                rate_limit: rate_limits,
+            },
+            429 => SendOutcome::RateLimited {
+                status,
+                retry_after: rate_limits.or(retry_after).unwrap_or(DEFAULT_RATE_LIMIT),
+            },
+            500..=599 => SendOutcome::ServerError {
+                status,
+                retry_after: rate_limits.or(retry_after),
+                body,
+            },
+            _ => SendOutcome::Rejected { status, body },
+        }
+    }
+}
+
+fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 4),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(bytes)?;
+    enc.finish()
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is not used by Sentry and is ignored).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// The longest delay in an `X-Sentry-Rate-Limits` header that applies to events: entries
+/// `retry_after:categories:scope[:reason[:namespaces]]`, comma separated; `categories` is a `;` list
+/// where empty means all, and events are `error` (or `default`).
+pub fn parse_rate_limits(value: &str) -> Option<Duration> {
+    value
+        .split(',')
+        .filter_map(|entry| {
+            let mut parts = entry.trim().split(':');
+            let secs: f64 = parts.next()?.trim().parse().ok()?;
+            let categories = parts.next().unwrap_or("").trim();
+            let applies = categories.is_empty()
+                || categories
+                    .split(';')
+                    .any(|c| matches!(c.trim(), "error" | "default"));
+            (applies && secs.is_finite() && secs >= 0.0)
+                .then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+        })
+        .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_headers() {
+        assert_eq!(parse_retry_after("1"), Some(Duration::from_secs(1)));
+        assert_eq!(
+            parse_retry_after(" 2.5 "),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(
+            parse_rate_limits("60:transaction:key, 2700:default;error:organization"),
+            Some(Duration::from_secs(2700))
+        );
+        assert_eq!(
+            parse_rate_limits("30::organization:quota_exceeded"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(parse_rate_limits("60:transaction;attachment:key"), None);
+        assert_eq!(parse_rate_limits("garbage"), None);
+    }
+}

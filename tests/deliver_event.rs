@@ -1,0 +1,374 @@
+//! The Sentry event, the envelope, DSN parsing and the outbox's disk behaviour, without a server
+//! (except a scripted one on 127.0.0.1 for the 5xx retry).
+
+#[path = "deliver_support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bevy_gpu_crash_reporter::capture::BindingKind;
+use bevy_gpu_crash_reporter::deliver::envelope::parse_items;
+use bevy_gpu_crash_reporter::deliver::{
+    build_envelope, sentry_event, DeliverySettings, Dsn, DsnError, Outbox, UploadConsent,
+};
+use bevy_gpu_crash_reporter::report::{CrashReport, FaultVerdict};
+use serde_json::Value;
+use support::*;
+
+fn tmp_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("deliver_event")
+        .join(format!("{name}-{}", run_tag()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn settings(dir: PathBuf) -> DeliverySettings {
+    DeliverySettings {
+        dsn_from_env: false,
+        release: Some("particle_storm@1.2.3".into()),
+        environment: Some("test".into()),
+        ..DeliverySettings::new(None, dir)
+    }
+}
+
+#[test]
+fn event_has_exception_gpu_context_tags_breadcrumbs_and_extra() {
+    let report = use_after_free("particles", 0x1000_0000);
+    let e = sentry_event(&report, &settings(tmp_dir("shape")));
+
+    assert_eq!(e["event_id"], Value::from(report.id.clone()));
+    assert_eq!(e["level"], "fatal");
+    assert_eq!(e["platform"], "native");
+    assert_eq!(e["release"], "particle_storm@1.2.3");
+    assert_eq!(e["environment"], "test");
+    let exc = &e["exception"]["values"][0];
+    assert_eq!(exc["type"], "VK_ERROR_DEVICE_LOST");
+    assert_eq!(exc["value"], Value::from(report.summary.clone()));
+    assert_eq!(
+        e["fingerprint"],
+        serde_json::json!([
+            "gpu-crash",
+            "device_lost",
+            "use_after_free",
+            "buffer \"particles\""
+        ])
+    );
+
+    let gpu = &e["contexts"]["gpu"];
+    assert_eq!(gpu["type"], "gpu");
+    assert_eq!(gpu["name"], "NVIDIA H200");
+    assert_eq!(gpu["vendor_id"], "4318");
+    assert_eq!(gpu["vendor_name"], "NVIDIA");
+    assert_eq!(gpu["driver_version"], "580.159.04");
+    assert_eq!(gpu["api_type"], "Vulkan");
+    assert!(gpu.get("memory_size").is_none());
+
+    let fault = &e["contexts"]["gpu_fault"];
+    assert_eq!(fault["type"], "gpu_fault");
+    assert_eq!(fault["verdict"], "use_after_free");
+    assert_eq!(fault["address"], "0x10000010");
+    assert_eq!(fault["culprit_label"], "buffer \"particles\"");
+    assert_eq!(fault["culprit_state"], "freed");
+
+    let tags = &e["tags"];
+    assert_eq!(tags["gpu.vendor"], "NVIDIA");
+    assert_eq!(tags["gpu.driver"], "NVIDIA 580.159.04");
+    assert_eq!(tags["gpu.fault_kind"], "device_lost");
+    assert_eq!(tags["gpu.verdict"], "use_after_free");
+    assert_eq!(tags["gpu.culprit"], "particles");
+    assert_eq!(tags["drill"], "use-after-free");
+
+    let crumbs = e["breadcrumbs"]["values"].as_array().unwrap();
+    let messages: Vec<&str> = crumbs
+        .iter()
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(
+        messages.contains(&"bind BUFFER \"particles\" 0x10000000..0x10001000 (frame 9)"),
+        "{messages:#?}"
+    );
+    assert!(messages.contains(&"unbind BUFFER \"particles\" 0x10000000..0x10001000 (frame 12)"));
+    assert!(messages.contains(&"bind BUFFER 0x78 0x90010000..0x90010400 (frame 11)"));
+    assert!(messages.contains(&"frame 15 submitted 16 ms before the crash, never completed"));
+    assert!(messages.contains(&"frame 12 submitted 64 ms before the crash, completed after 3 ms"));
+    assert_eq!(
+        crumbs.len(),
+        9,
+        "4 distinct binding events + 4 frames + the crash crumb"
+    );
+    assert_eq!(crumbs[0]["category"], "gpu.binding");
+    assert_eq!(crumbs.last().unwrap()["category"], "gpu.crash");
+
+    let extra = &e["extra"];
+    assert_eq!(extra["faults"][0]["culprit"]["name"], "particles");
+    assert_eq!(extra["index_stats"]["binds"], 12);
+    assert_eq!(extra["binding_events_dropped"], 0);
+    assert!(extra["notes"].is_array());
+    assert!(extra.get("trimmed").is_none());
+    // Default privacy: the name stays, the path (with the player's user name) goes.
+    assert_eq!(e["contexts"]["app"]["app_name"], "particle_storm");
+    assert!(extra["application"]["executable"].is_null());
+    assert!(!e.to_string().contains("/home/player"));
+}
+
+#[test]
+fn privacy_switches_remove_names_and_paths_from_event_and_attachment() {
+    let report = use_after_free("particles", 0x1000_0000);
+    let mut s = settings(tmp_dir("privacy"));
+    s.include_application_names = false;
+    s.release = None;
+    let bytes = build_envelope(&report, None, &s);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("particle_storm"), "application name leaked");
+    assert!(!text.contains("/home/player"), "path leaked");
+
+    s.include_application_names = true;
+    s.include_paths = true;
+    let text = String::from_utf8(build_envelope(&report, None, &s)).unwrap();
+    assert!(text.contains("/home/player/games/particle_storm"));
+}
+
+#[test]
+fn fingerprint_ignores_addresses_but_not_verdict_or_culprit() {
+    let s = settings(tmp_dir("fingerprint"));
+    let fp = |r: &CrashReport| sentry_event(r, &s)["fingerprint"].clone();
+    let a = use_after_free("particles", 0x1000_0000);
+    let b = use_after_free("particles", 0x7fff_0000_0000);
+    assert_eq!(fp(&a), fp(&b));
+    assert!(!fp(&a).to_string().contains("0x"));
+
+    let mut oob = use_after_free("particles", 0x1000_0000);
+    oob.faults[0].verdict = FaultVerdict::OutOfBounds;
+    assert_ne!(fp(&a), fp(&oob));
+    assert_ne!(fp(&a), fp(&use_after_free("terrain", 0x1000_0000)));
+
+    // An unnamed culprit's label holds its handle: it must not reach the fingerprint.
+    let mut unnamed = use_after_free("particles", 0x1000_0000);
+    let c = unnamed.faults[0].culprit.as_mut().unwrap();
+    c.name = None;
+    c.label = format!("BUFFER {:#x}", c.handle);
+    assert_eq!(
+        fp(&unnamed),
+        serde_json::json!([
+            "gpu-crash",
+            "device_lost",
+            "use_after_free",
+            "BUFFER (unnamed)"
+        ])
+    );
+
+    let hang = sentry_event(&gpu_hang(), &s);
+    assert_eq!(hang["exception"]["values"][0]["type"], "GPU_HANG");
+    assert_eq!(
+        hang["fingerprint"],
+        serde_json::json!(["gpu-crash", "gpu_hang", "no_fault_address", "unknown"])
+    );
+    assert_eq!(hang["tags"]["drill"], "hang");
+    let suspect = sentry_event(&gpu_hang_with_suspect("particles"), &s);
+    assert_eq!(
+        suspect["fingerprint"],
+        serde_json::json!([
+            "gpu-crash",
+            "gpu_hang",
+            "no_fault_address",
+            "buffer \"particles\""
+        ])
+    );
+    assert_eq!(
+        suspect["contexts"]["gpu_fault"]["hang_suspect"],
+        "buffer \"particles\""
+    );
+    assert_eq!(suspect["extra"]["hang"]["stalled_ms"], 2000);
+}
+
+/// A report with 100k recent events and a fault with 50k nearby events: the event stays under
+/// 1 MiB, says what was trimmed, and the attachment stays under its bound.
+#[test]
+fn huge_reports_are_trimmed_under_one_mebibyte() {
+    let mut report = use_after_free("particles", 0x1000_0000);
+    report.recent_events = (0..100_000u64)
+        .map(|i| {
+            event(
+                100 + i,
+                i / 100,
+                BindingKind::Bind,
+                0x10_0000 + i,
+                0x2_0000_0000 + i * 0x1000,
+                0x1000,
+                Some("streaming chunk with a fairly long label"),
+            )
+        })
+        .collect();
+    report.faults[0].nearby_events = report.recent_events[..50_000].to_vec();
+    report.notes = (0..5000)
+        .map(|i| format!("note {i}: {}", "x".repeat(100)))
+        .collect();
+    let s = settings(tmp_dir("huge"));
+    let e = sentry_event(&report, &s);
+    let size = serde_json::to_vec(&e).unwrap().len();
+    assert!(size < 1024 * 1024, "event is {size} bytes");
+    let trimmed = e["extra"]["trimmed"].to_string();
+    assert!(trimmed.contains("breadcrumbs"), "{trimmed}");
+    assert!(trimmed.contains("nearby_events"), "{trimmed}");
+    assert_eq!(e["breadcrumbs"]["values"].as_array().unwrap().len(), 200);
+    assert_eq!(e["exception"]["values"][0]["type"], "VK_ERROR_DEVICE_LOST");
+
+    let env = build_envelope(&report, Some(&[7u8; 1000]), &s);
+    let items = parse_items(&env).expect("well-formed envelope");
+    let kinds: Vec<&str> = items
+        .iter()
+        .map(|(h, _)| h["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["event", "attachment", "attachment"]);
+    assert!(items[0].1.len() < 1024 * 1024);
+    let attached: CrashReport = serde_json::from_slice(items[1].1).unwrap();
+    assert!(items[1].1.len() <= s.max_attachment_bytes);
+    assert!(attached.recent_events.len() < 100_000);
+    assert_eq!(attached.recent_events.last(), report.recent_events.last());
+    assert!(attached
+        .notes
+        .iter()
+        .any(|n| n.contains("recent_events: the last")));
+    assert_eq!(items[2].1, &[7u8; 1000][..]);
+    assert_eq!(items[2].0["content_type"], "application/octet-stream");
+}
+
+#[test]
+fn envelope_header_names_event_dsn_and_sent_at() {
+    let report = use_after_free("particles", 0x1000_0000);
+    let mut s = settings(tmp_dir("header"));
+    s.dsn = Some("http://abc@127.0.0.1:9/5".parse().unwrap());
+    let env = build_envelope(&report, None, &s);
+    let header = bevy_gpu_crash_reporter::deliver::envelope::envelope_header(&env).unwrap();
+    assert_eq!(header["event_id"], Value::from(report.id.clone()));
+    assert_eq!(header["dsn"], "http://abc@127.0.0.1:9/5");
+    assert!(header["sent_at"].as_str().unwrap().ends_with('Z'));
+    let items = parse_items(&env).unwrap();
+    assert_eq!(items.len(), 2, "event + report JSON (no vendor binary)");
+    assert_eq!(items[1].0["filename"], Value::from(report.file_name()));
+}
+
+#[test]
+fn dsn_errors_say_what_is_wrong() {
+    assert!(matches!(
+        "ftp://k@h/1".parse::<Dsn>(),
+        Err(DsnError::BadScheme(_))
+    ));
+    assert_eq!(
+        "https://sentry.io/1".parse::<Dsn>(),
+        Err(DsnError::MissingPublicKey)
+    );
+    assert_eq!(
+        "https://k@sentry.io".parse::<Dsn>(),
+        Err(DsnError::MissingProjectId)
+    );
+    let msg = DsnError::MissingPublicKey.to_string();
+    assert!(msg.contains("public key"), "{msg}");
+    let d: Dsn = "https://k@o1.ingest.sentry.io/42".parse().unwrap();
+    assert_eq!(
+        d.envelope_url(),
+        "https://o1.ingest.sentry.io/api/42/envelope/"
+    );
+}
+
+#[test]
+fn without_dsn_reports_stay_on_disk() {
+    let dir = tmp_dir("no-dsn");
+    let outbox = Outbox::new(settings(dir.clone()));
+    let path = outbox
+        .enqueue(&use_after_free("particles", 0x1000_0000), None)
+        .unwrap();
+    assert!(path.starts_with(&dir));
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(1));
+    assert_eq!(summary.sent, 0);
+    assert_eq!(summary.attempts, 0);
+    assert_eq!(summary.pending, 1);
+    assert_eq!(summary.stopped.as_deref(), Some("no DSN configured"));
+    assert!(path.exists());
+}
+
+#[test]
+fn without_consent_nothing_is_sent() {
+    let server = ScriptedServer::start(0, vec![], Action::Respond(200, vec![], "{}".into()));
+    let mut s = settings(tmp_dir("consent"));
+    s.dsn = Some(
+        format!("http://k@127.0.0.1:{}/1", server.port)
+            .parse()
+            .unwrap(),
+    );
+    s.upload_consent = UploadConsent::Callback(std::sync::Arc::new(|| false));
+    let outbox = Outbox::new(s);
+    outbox
+        .enqueue(&use_after_free("particles", 0x1000_0000), None)
+        .unwrap();
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(2));
+    assert_eq!(summary.attempts, 0);
+    assert_eq!(summary.pending, 1);
+    assert!(server.seen().is_empty());
+}
+
+#[test]
+fn outbox_is_oldest_first_and_bounded_dropping_the_oldest() {
+    let dir = tmp_dir("bounded");
+    let mut s = settings(dir);
+    s.max_outbox_files = 3;
+    let outbox = Outbox::new(s);
+    let mut ids = Vec::new();
+    for i in 0..5u64 {
+        let mut r = use_after_free("particles", 0x1000_0000);
+        // Enqueue out of time order: names sort by report time, not by enqueue order.
+        r.timestamp_ms = 1_796_212_707_000 + (i * 7) % 5;
+        ids.push((r.timestamp_ms, r.id.clone()));
+        outbox.enqueue(&r, None).unwrap();
+    }
+    let pending = outbox.pending();
+    assert_eq!(pending.len(), 3, "{pending:?}");
+    // The last one enqueued (timestamp ...003) is never dropped; the oldest others are.
+    let names: Vec<String> = pending
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert!(names.iter().any(|n| n.contains(&ids[4].1)), "{names:?}");
+    assert!(
+        names.iter().all(|n| !n.contains(&ids[0].1)),
+        "oldest kept: {names:?}"
+    );
+
+    let mut s = settings(tmp_dir("bounded-bytes"));
+    s.max_outbox_bytes = 1;
+    let outbox = Outbox::new(s);
+    outbox.enqueue(&use_after_free("a", 0x1000), None).unwrap();
+    let newest = outbox.enqueue(&use_after_free("b", 0x2000), None).unwrap();
+    assert_eq!(outbox.pending(), vec![newest]);
+}
+
+#[test]
+fn server_errors_are_retried_with_backoff_and_the_file_deleted_after_2xx() {
+    let server = ScriptedServer::start(
+        0,
+        vec![Action::Respond(503, vec![], "overloaded".into())],
+        Action::Respond(200, vec![], "{\"id\":\"x\"}".into()),
+    );
+    let mut s = settings(tmp_dir("5xx"));
+    s.dsn = Some(
+        format!("http://k@127.0.0.1:{}/1", server.port)
+            .parse()
+            .unwrap(),
+    );
+    let outbox = Outbox::new(s);
+    let path = outbox
+        .enqueue(&use_after_free("particles", 0x1000_0000), None)
+        .unwrap();
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(10));
+    assert_eq!(summary.sent, 1, "{summary:?}");
+    assert_eq!(summary.attempts, 2);
+    assert!(!path.exists());
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].path, "/api/1/envelope/");
+}
