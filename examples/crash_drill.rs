@@ -5,7 +5,12 @@
 //! (`GPU_CRASH_DRILL=use-after-free` and friends, see README), or plainly with
 //! `cargo run --example crash_drill` to see what the reporter captures on your driver.
 //!
-//! Environment: `CRASH_DRILL_FRAMES` (default 120) frames to run before exiting normally.
+//! Environment: `CRASH_DRILL_FRAMES` (default 300) frames to run before exiting normally;
+//! `CRASH_DRILL_HANG_TIMEOUT_MS` (default 5000) the watchdog's hang timeout.
+//!
+//! Under a drill it prints one line per fault, e.g.
+//! `GPU fault: write at 0x1000c0240 is 0 bytes past the end of buffer "particles" (live) -> out_of_bounds`,
+//! then the report's path, and exits non-zero (1 on device loss, 3 on a hang).
 
 use std::time::Duration;
 
@@ -19,7 +24,9 @@ use bevy::render::renderer::RenderDevice;
 use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
 use bevy::render::RenderPlugin;
 use bevy::window::ExitCondition;
-use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
+use bevy_gpu_crash_reporter::{
+    GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
+};
 
 fn main() -> AppExit {
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
@@ -29,9 +36,21 @@ fn main() -> AppExit {
     let frames = std::env::var("CRASH_DRILL_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(120u32);
+        .unwrap_or(300u32);
+    let hang_timeout = std::env::var("CRASH_DRILL_HANG_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(5));
     App::new()
-        .add_plugins(GpuCrashReporterPlugin::default())
+        .add_plugins(GpuCrashReporterPlugin {
+            hang_timeout,
+            // A drill hang must end the run once the report is on disk.
+            on_hang: OnHang::Exit(3),
+            application_name: Some("crash_drill".into()),
+            application_version: env!("CARGO_PKG_VERSION").into(),
+            ..default()
+        })
         .add_plugins(
             DefaultPlugins
                 .set(WindowPlugin {
@@ -74,7 +93,15 @@ struct Churn {
 fn churn_gpu_resources(device: Res<RenderDevice>, mut churn: Local<Churn>) {
     churn.frame += 1;
     if churn.keep.is_empty() {
-        for label in ["particles", "terrain_vertices", "light_grid"] {
+        // "particles" is read back by the CPU, so it lives in host-visible memory of its own and
+        // nothing is mapped right after it: an overrun of it faults, as on a real GPU.
+        churn.keep.push(device.create_buffer(&BufferDescriptor {
+            label: Some("particles"),
+            size: 256 * 1024,
+            usage: BufferUsages::MAP_READ | BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }));
+        for label in ["terrain_vertices", "light_grid"] {
             churn.keep.push(device.create_buffer(&BufferDescriptor {
                 label: Some(label),
                 size: 256 * 1024,
@@ -90,9 +117,11 @@ fn churn_gpu_resources(device: Res<RenderDevice>, mut churn: Local<Churn>) {
         texture.destroy();
     }
     let frame = churn.frame;
+    // Rotating sizes, as real per-frame data varies: the allocator then reuses freed ranges only in
+    // part, which leaves unmapped holes where a use-after-free really faults.
     let buffer = device.create_buffer(&BufferDescriptor {
         label: Some(&format!("frame_uniforms_{}", frame % 4)),
-        size: 64 * 1024,
+        size: 16 * 1024 * (frame % 4 + 1),
         usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });

@@ -35,6 +35,7 @@ pub mod capture;
 pub mod deliver;
 pub mod index;
 mod plugin;
+pub mod postmortem;
 pub mod report;
 pub mod resolve;
 pub mod vulkan;
@@ -43,7 +44,8 @@ use std::sync::{Arc, MutexGuard};
 
 use bevy::prelude::Resource;
 
-pub use plugin::{BindingMessengerGuard, GpuCrashReporterPlugin};
+pub use plugin::{BindingMessengerGuard, GpuCrashReporterPlugin, GpuCrashReports};
+pub use postmortem::OnHang;
 pub use vulkan::GpuCrashCapabilities;
 
 use index::{AddressIndex, IndexerHandle};

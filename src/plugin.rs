@@ -1,13 +1,18 @@
 //! Bevy wiring only: settings in, callbacks registered, resources out, one system per frame.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bevy::prelude::*;
+use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
 use bevy::render::renderer::raw_vulkan_init::RawVulkanInitSettings;
-use bevy::render::renderer::RenderDevice;
-use bevy::render::{RenderApp, RenderPlugin, RenderStartup};
+use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bevy::render::{Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems};
 
-use crate::index::{IndexSettings, IndexerHandle};
+use crate::index::{allocator_names, IndexSettings, IndexerHandle};
+use crate::postmortem::{self, CrashContext, GpuProgress, OnHang, Watchdog};
+use crate::report::{ApplicationInfo, CrashKind};
 use crate::vulkan::{BindingMessenger, ExtensionRequest, GpuCrashCapabilities, VulkanSetup};
 use crate::GpuCrashReporter;
 
@@ -42,6 +47,18 @@ pub struct GpuCrashReporterPlugin {
     pub max_freed_bindings: usize,
     /// Most recent binding events kept for breadcrumbs. Default: 4,096.
     pub max_recent_events: usize,
+    /// Where crash reports are written. The environment variable `GPU_CRASH_REPORT_DIR` overrides it;
+    /// `None` means a per-application data directory (e.g. `~/.local/share/<app>/gpu-crash-reports`).
+    pub report_dir: Option<PathBuf>,
+    /// How long submitted GPU work may stay incomplete, with the device not reported lost, before the
+    /// watchdog writes a `gpu_hang` report. Default: 5 s.
+    pub hang_timeout: Duration,
+    /// What to do once a hang report is on disk. Default: [`OnHang::KeepWaiting`].
+    pub on_hang: OnHang,
+    /// Application name for reports and the default report directory; `None`: the executable's name.
+    pub application_name: Option<String>,
+    /// Application version for reports. Default: this crate's version is *not* used; empty unless set.
+    pub application_version: String,
 }
 
 impl Default for GpuCrashReporterPlugin {
@@ -54,9 +71,53 @@ impl Default for GpuCrashReporterPlugin {
             max_live_bindings: index.max_live_bindings,
             max_freed_bindings: index.max_freed_bindings,
             max_recent_events: index.max_recent_events,
+            report_dir: None,
+            hang_timeout: Duration::from_secs(5),
+            on_hang: OnHang::KeepWaiting,
+            application_name: None,
+            application_version: String::new(),
         }
     }
 }
+
+/// Reports written during this run, newest last (main world).
+#[derive(Resource, Clone, Default, Debug)]
+pub struct GpuCrashReports {
+    /// Paths of the report JSON files.
+    pub paths: Arc<Mutex<Vec<PathBuf>>>,
+}
+
+impl GpuCrashReports {
+    /// A snapshot of the paths.
+    pub fn written(&self) -> Vec<PathBuf> {
+        self.paths.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Postmortem state shared by the error handler, the render world and the watchdog.
+#[derive(Resource, Clone)]
+struct Postmortem {
+    progress: Arc<GpuProgress>,
+    report_dir: PathBuf,
+    application: ApplicationInfo,
+    hang_timeout: Duration,
+    on_hang: OnHang,
+    reports: GpuCrashReports,
+    /// Ring position just before the latest frame's submit: a device loss found by that submit is
+    /// followed by wgpu's teardown, which the report must not mistake for frees.
+    pre_submit_position: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Owns the hang watchdog in the main world: dropping the app stops the thread and releases its
+/// render-device clone, so the device and instance are destroyed in order.
+#[derive(Resource)]
+struct WatchdogGuard(#[allow(dead_code)] Watchdog);
+
+/// The handler that was installed before ours; it decides the app's policy after we report.
+#[derive(Resource)]
+struct PreviousRenderErrorHandler(
+    for<'a> fn(&'a RenderError, &'a mut World, &'a mut World) -> RenderErrorPolicy,
+);
 
 /// The shared Vulkan setup, kept in the main world so `finish` and the render world can reach it.
 #[derive(Resource, Clone)]
@@ -115,8 +176,38 @@ impl Plugin for GpuCrashReporterPlugin {
             );
             app.insert_resource(VulkanSetupHandle(setup));
         }
+        let application_name = self.application_name.clone().unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "bevy_app".into())
+        });
+        let application = ApplicationInfo {
+            name: application_name.clone(),
+            version: self.application_version.clone(),
+            engine_name: "Bevy".into(),
+            engine_version: "0.19".into(),
+            executable: std::env::current_exe()
+                .ok()
+                .map(|p| p.display().to_string()),
+            process_id: std::process::id(),
+        };
+        let reports = GpuCrashReports::default();
         app.insert_resource(reporter)
-            .add_systems(First, advance_capture_frame);
+            .insert_resource(reports.clone())
+            .insert_resource(Postmortem {
+                progress: Arc::default(),
+                report_dir: postmortem::report_dir(self.report_dir.as_deref(), &application_name),
+                application,
+                hang_timeout: self.hang_timeout,
+                on_hang: self.on_hang,
+                reports,
+                pre_submit_position: Arc::default(),
+            })
+            .add_systems(
+                First,
+                (advance_capture_frame, keep_error_hook, start_watchdog),
+            );
     }
 
     fn finish(&self, app: &mut App) {
@@ -145,12 +236,24 @@ impl Plugin for GpuCrashReporterPlugin {
         };
         app.insert_resource(capabilities.clone());
         let reporter = app.world().resource::<GpuCrashReporter>().clone();
+        let postmortem = app.world().resource::<Postmortem>().clone();
+        hook_render_errors(app.world_mut());
         if let Some(render_app) = app.get_sub_app_mut(RenderApp) {
             render_app
                 .insert_resource(capabilities)
                 .insert_resource(reporter)
                 .insert_resource(setup)
-                .add_systems(RenderStartup, adopt_binding_messenger);
+                .insert_resource(postmortem)
+                .add_systems(RenderStartup, adopt_binding_messenger)
+                .add_systems(
+                    Render,
+                    (
+                        mark_pre_submit
+                            .in_set(RenderSystems::Render)
+                            .before(bevy::render::renderer::render_system),
+                        track_gpu_progress.in_set(RenderSystems::Cleanup),
+                    ),
+                );
         }
     }
 }
@@ -177,4 +280,227 @@ fn adopt_binding_messenger(
 fn advance_capture_frame(reporter: Res<GpuCrashReporter>, mut frame: Local<u64>) {
     *frame += 1;
     reporter.indexer.frame_tick(*frame);
+}
+
+/// Puts our handler in front of whatever `RenderErrorHandler` the app has (also one it inserts later).
+fn hook_render_errors(world: &mut World) {
+    let ours = on_render_error
+        as for<'a> fn(&'a RenderError, &'a mut World, &'a mut World) -> RenderErrorPolicy;
+    let current = world
+        .get_resource::<RenderErrorHandler>()
+        .map(|h| h.0)
+        .unwrap_or(RenderErrorHandler::default().0);
+    if current as usize != ours as usize {
+        world.insert_resource(PreviousRenderErrorHandler(current));
+        world.insert_resource(RenderErrorHandler(ours));
+    }
+}
+
+fn keep_error_hook(world: &mut World) {
+    if world.contains_resource::<RenderErrorHandler>() {
+        hook_render_errors(world);
+    }
+}
+
+fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) -> RenderErrorPolicy {
+    if error.ty == ErrorType::DeviceLost {
+        report_device_lost(error, main);
+    }
+    let previous = main
+        .get_resource::<PreviousRenderErrorHandler>()
+        .map(|p| p.0)
+        .unwrap_or(RenderErrorHandler::default().0);
+    previous(error, main, render)
+}
+
+fn report_device_lost(error: &RenderError, main: &mut World) {
+    let (Some(reporter), Some(postmortem), Some(device)) = (
+        main.get_resource::<GpuCrashReporter>().cloned(),
+        main.get_resource::<Postmortem>().cloned(),
+        main.get_resource::<RenderDevice>().cloned(),
+    ) else {
+        return;
+    };
+    if postmortem
+        .progress
+        .crash_reported
+        .swap(true, std::sync::atomic::Ordering::AcqRel)
+    {
+        return; // the watchdog or an earlier loss already reported this crash
+    }
+    let capabilities = main
+        .get_resource::<GpuCrashCapabilities>()
+        .cloned()
+        .unwrap_or_default();
+    let mut raw = crate::vulkan::query_device_fault(
+        device.wgpu_device(),
+        &capabilities,
+        Duration::ZERO,
+        true,
+    );
+    if raw.description.is_none() && !error.description.is_empty() {
+        raw.notes.push(format!("wgpu: {}", error.description));
+    }
+    let as_of = postmortem
+        .pre_submit_position
+        .load(std::sync::atomic::Ordering::Acquire);
+    write_crash_report(
+        CrashKind::DeviceLost,
+        raw,
+        &reporter,
+        &postmortem,
+        &capabilities,
+        &device,
+        None,
+        Some(as_of),
+    );
+}
+
+/// Builds, writes and announces a report; returns its path when it reached the disk.
+#[allow(clippy::too_many_arguments)]
+fn write_crash_report(
+    kind: CrashKind,
+    raw: crate::vulkan::fault::RawFaultInfo,
+    reporter: &GpuCrashReporter,
+    postmortem: &Postmortem,
+    capabilities: &GpuCrashCapabilities,
+    device: &RenderDevice,
+    stall: Option<(u64, std::time::Instant, u64)>,
+    as_of: Option<u64>,
+) -> Option<PathBuf> {
+    let watchdog_timeout = raw.watchdog_timeout;
+    let allocator_blocks = device
+        .wgpu_device()
+        .generate_allocator_report()
+        .map(|r| allocator_names::blocks_of(&r));
+    let ctx = CrashContext {
+        capabilities,
+        application: &postmortem.application,
+        frame: reporter.indexer.ring().current_frame(),
+        binding_events_dropped: reporter.binding_events_dropped(),
+        allocator_blocks,
+        progress: Some(&postmortem.progress),
+        as_of,
+    };
+    let mut index = reporter.index();
+    let (mut report, vendor_binary) = postmortem::build_report(kind, raw, &mut index, &ctx);
+    if let Some(stall) = stall {
+        postmortem::add_hang_info(
+            &mut report,
+            &index,
+            stall,
+            postmortem.hang_timeout,
+            watchdog_timeout,
+        );
+    }
+    drop(index);
+    let path = postmortem::persist_and_announce(
+        &postmortem.report_dir,
+        &mut report,
+        vendor_binary.as_deref(),
+    );
+    if let Some(path) = &path {
+        postmortem
+            .reports
+            .paths
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path.clone());
+    }
+    path
+}
+
+/// Render world: right before the frame's submit, remember how far the ring got.
+fn mark_pre_submit(reporter: Res<GpuCrashReporter>, postmortem: Res<Postmortem>) {
+    postmortem.pre_submit_position.store(
+        reporter.indexer.ring().claimed(),
+        std::sync::atomic::Ordering::Release,
+    );
+}
+
+/// Render world: after each frame's submit, ask wgpu to tell us when that frame's GPU work is done.
+fn track_gpu_progress(queue: Res<RenderQueue>, postmortem: Res<Postmortem>, mut frame: Local<u64>) {
+    *frame += 1;
+    let current = *frame;
+    postmortem.progress.submitted(current);
+    let progress = postmortem.progress.clone();
+    queue.on_submitted_work_done(move || progress.completed(current));
+}
+
+/// Starts the hang watchdog once the render device exists in the main world.
+fn start_watchdog(
+    mut commands: Commands,
+    started: Option<Res<WatchdogGuard>>,
+    postmortem: Res<Postmortem>,
+    reporter: Res<GpuCrashReporter>,
+    device: Option<Res<RenderDevice>>,
+    capabilities: Option<Res<GpuCrashCapabilities>>,
+    mut failed: Local<bool>,
+) {
+    let Some(device) = device else { return };
+    if started.is_some() || *failed {
+        return;
+    }
+    let (postmortem_state, reporter, device) =
+        ((*postmortem).clone(), reporter.clone(), device.clone());
+    let capabilities = capabilities.map(|c| c.clone()).unwrap_or_default();
+    let tick =
+        (postmortem.hang_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+    let check = move || {
+        let Some(stall) = postmortem_state.progress.stall() else {
+            return false;
+        };
+        let stalled = stall.1.elapsed();
+        if stalled > tick * 4 {
+            // Let wgpu run completion callbacks even if the app stopped submitting; a lost device may
+            // panic inside poll, which must not take the watchdog down.
+            let device = device.clone();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
+            }));
+        }
+        let Some(stall) = postmortem_state.progress.stall() else {
+            return false;
+        };
+        if stall.1.elapsed() < postmortem_state.hang_timeout {
+            return false;
+        }
+        if postmortem_state
+            .progress
+            .crash_reported
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return true;
+        }
+        let raw = crate::vulkan::query_device_fault(
+            device.wgpu_device(),
+            &capabilities,
+            Duration::from_millis(100),
+            false,
+        );
+        let path = write_crash_report(
+            CrashKind::GpuHang,
+            raw,
+            &reporter,
+            &postmortem_state,
+            &capabilities,
+            &device,
+            Some(stall),
+            None,
+        );
+        if let OnHang::Exit(code) = postmortem_state.on_hang {
+            if path.is_none() {
+                error!("GPU hang: exiting although the report could not be written");
+            }
+            std::process::exit(code);
+        }
+        true
+    };
+    match Watchdog::spawn(tick, check) {
+        Ok(watchdog) => commands.insert_resource(WatchdogGuard(watchdog)),
+        Err(err) => {
+            *failed = true;
+            error!("GPU crash reporter: could not start the hang watchdog: {err}");
+        }
+    }
 }

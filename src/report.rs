@@ -300,6 +300,41 @@ pub struct CrashReport {
     pub drill: Option<String>,
     /// Notes on what could not be gathered (e.g. "fault query returned VK_ERROR_UNKNOWN").
     pub notes: Vec<String>,
+    /// For `gpu_hang`: what stalled and which objects were freed while work was pending.
+    #[serde(default)]
+    pub hang: Option<HangInfo>,
+    /// The last frames: when their GPU work was submitted and whether it completed.
+    #[serde(default)]
+    pub frames: Vec<FrameTiming>,
+}
+
+/// What the watchdog saw when it declared a hang.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HangInfo {
+    /// Oldest frame whose GPU work never completed.
+    pub oldest_pending_frame: u64,
+    /// Frames submitted but not completed.
+    pub pending_frames: u64,
+    /// Milliseconds since the oldest pending work was submitted.
+    pub stalled_ms: u64,
+    /// The `hang_timeout` setting in milliseconds.
+    pub hang_timeout_ms: u64,
+    /// Resources unbound while GPU work was pending, most recent first: a GPU still using one of
+    /// them is the classic cause of a hang (descriptor use-after-free).
+    pub suspects: Vec<Culprit>,
+    /// A `VK_KHR_device_fault` report said `WATCHDOG_TIMEOUT`.
+    pub driver_watchdog_timeout: bool,
+}
+
+/// One frame's GPU work as the reporter tracked it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameTiming {
+    /// Frame number.
+    pub frame: u64,
+    /// Milliseconds between the submit and the report.
+    pub submitted_ms_before_report: u64,
+    /// Milliseconds from submit to completion; null when it never completed.
+    pub completed_after_ms: Option<u64>,
 }
 
 impl CrashReport {

@@ -143,10 +143,12 @@ mod tests {
         objects: &[vk::DebugUtilsObjectNameInfoEXT<'_>],
         f: impl FnOnce(&vk::DebugUtilsMessengerCallbackDataEXT<'_>),
     ) {
-        let mut data = vk::DebugUtilsMessengerCallbackDataEXT::default();
-        data.p_next = binding as *const _ as *const c_void;
-        data.object_count = objects.len() as u32;
-        data.p_objects = objects.as_ptr();
+        let data = vk::DebugUtilsMessengerCallbackDataEXT {
+            p_next: binding as *const _ as *const c_void,
+            object_count: objects.len() as u32,
+            p_objects: objects.as_ptr(),
+            ..Default::default()
+        };
         f(&data)
     }
 

@@ -6,7 +6,7 @@
 use ash::vk;
 
 /// Bytes of the object name kept inline in a [`BindingRecord`]; longer names are truncated.
-pub const NAME_CAPACITY: usize = 80;
+pub const NAME_CAPACITY: usize = 72;
 
 /// Whether an event maps or unmaps a GPU virtual address range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -31,6 +31,9 @@ pub struct BindingRecord {
     pub handle: u64,
     /// The reporter's frame counter when the event arrived.
     pub frame: u64,
+    /// Position in the ring's total order (set by the ring on push): lets the reporter tell events
+    /// before a device loss from wgpu's teardown after it.
+    pub sequence: u64,
     /// Raw `VkObjectType` of `pObjects[0]`.
     pub object_type: i32,
     /// Bind or unbind.
@@ -58,6 +61,7 @@ impl BindingRecord {
             size,
             handle,
             frame: 0,
+            sequence: 0,
             object_type: object_type.as_raw(),
             kind,
             flags: 0,

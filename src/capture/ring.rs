@@ -107,6 +107,12 @@ impl BindingRing {
         self.len() == 0
     }
 
+    /// Positions claimed so far: every record with a smaller `sequence` was pushed before this call.
+    pub fn claimed(&self) -> u64 {
+        // Acquire is not needed for a cut-off point: it only has to be monotonic.
+        self.tail.0.load(Ordering::Relaxed) as u64
+    }
+
     /// The frame number the callback stamps into records.
     pub fn current_frame(&self) -> u64 {
         // Relaxed: the frame number is a label for humans, not a synchronisation point.
@@ -126,7 +132,7 @@ impl BindingRing {
     /// Stores `record`, or counts it as dropped when the ring is full. Lock-free, allocation-free,
     /// panic-free: safe to call from the messenger callback on any driver thread.
     #[inline]
-    pub fn push(&self, record: BindingRecord) -> Result<(), RingFull> {
+    pub fn push(&self, mut record: BindingRecord) -> Result<(), RingFull> {
         // Relaxed: the position is only a starting guess; the slot's sequence (Acquire below) is what
         // decides whether we may write.
         let mut position = self.tail.0.load(Ordering::Relaxed);
@@ -146,6 +152,7 @@ impl BindingRing {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
+                        record.sequence = position as u64;
                         // SAFETY: winning the CAS makes this producer the only writer of this slot
                         // until it bumps the sequence; the consumer will not read before that.
                         unsafe { (*slot.record.get()).write(record) };

@@ -7,6 +7,7 @@
 //! flagged `INTERNAL_OBJECT` whose handles later become the application's. Memory is bounded by
 //! [`IndexSettings`].
 
+pub mod allocator_names;
 mod indexer;
 mod range_table;
 
@@ -76,6 +77,8 @@ pub struct LiveBinding {
     pub key: ObjectKey,
     /// Frame of the bind event.
     pub bound_frame: u64,
+    /// Ring sequence of the bind event.
+    pub bound_sequence: u64,
     /// When the indexer saw the bind.
     pub bound_at: Instant,
     /// Still flagged `INTERNAL_OBJECT` (no event without the flag seen yet).
@@ -93,6 +96,8 @@ pub struct FreedBinding {
     pub bound_frame: Option<u64>,
     /// Frame of the unbind.
     pub freed_frame: u64,
+    /// Ring sequence of the unbind.
+    pub freed_sequence: u64,
     /// When the indexer saw the unbind.
     pub freed_at: Instant,
 }
@@ -100,7 +105,7 @@ pub struct FreedBinding {
 /// A binding event as the index saw it, kept for breadcrumbs.
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexedEvent {
-    /// Position in the index's event order.
+    /// Position in the ring's total order.
     pub sequence: u64,
     /// Frame of the event.
     pub frame: u64,
@@ -228,14 +233,48 @@ impl AddressIndex {
     /// Freed ranges `(base, size, binding)` overlapping `[lo, hi]`, most recently freed first.
     pub fn freed_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, &FreedBinding)> {
         let mut found = collect(&self.freed, self.freed.overlapping(lo, hi));
-        found.sort_by(|a, b| b.2.freed_at.cmp(&a.2.freed_at));
+        found.sort_by_key(|b| std::cmp::Reverse(b.2.freed_at));
         found
+    }
+
+    /// The resource (not memory) range that was live at ring position `as_of` (now, when `None`) and
+    /// ends closest at or below `address`: `(base, size, key, name)`.
+    pub fn nearest_resource_below(
+        &self,
+        address: u64,
+        as_of: Option<u64>,
+    ) -> Option<(u64, u64, ObjectKey, Option<Arc<str>>)> {
+        let memory = vk::ObjectType::DEVICE_MEMORY.as_raw();
+        let live = self
+            .live
+            .nearest_ending_at_or_below_where(address, |b| {
+                b.key.object_type != memory && as_of.is_none_or(|cut| b.bound_sequence < cut)
+            })
+            .and_then(|id| self.live.get(id))
+            .map(|(base, size, b)| (base, size, b.key, self.names.get(&b.key).cloned()));
+        let freed_then_live = as_of
+            .and_then(|cut| {
+                self.freed.nearest_ending_at_or_below_where(address, |f| {
+                    f.key.object_type != memory && f.freed_sequence >= cut
+                })
+            })
+            .and_then(|id| self.freed.get(id))
+            .map(|(base, size, f)| (base, size, f.key, f.name.clone()));
+        [live, freed_then_live]
+            .into_iter()
+            .flatten()
+            .max_by_key(|(base, size, _, _)| range_end(*base, *size))
     }
 
     /// The live range ending closest at or below `address`.
     pub fn nearest_live_below(&self, address: u64) -> Option<(u64, u64, &LiveBinding)> {
         let id = self.live.nearest_ending_at_or_below(address)?;
         self.live.get(id)
+    }
+
+    /// Every freed range `(base, size, binding)` kept, oldest first.
+    pub fn freed_bindings(&self) -> impl DoubleEndedIterator<Item = (u64, u64, &FreedBinding)> {
+        self.freed_order.iter().filter_map(|&id| self.freed.get(id))
     }
 
     /// Every live range `(base, size, binding)`, unordered.
@@ -299,6 +338,7 @@ impl AddressIndex {
         let binding = LiveBinding {
             key,
             bound_frame: record.frame,
+            bound_sequence: record.sequence,
             bound_at: now,
             internal: record.is_internal_object(),
         };
@@ -346,7 +386,7 @@ impl AddressIndex {
         let name = self.names.get(&key).cloned();
         if ids.is_empty() {
             self.stats.unmatched_unbinds += 1;
-            self.push_freed(record.base, record.size, key, name, None, record.frame, now);
+            self.push_freed(record.base, record.size, key, name, None, record, now);
             return;
         }
         for id in ids {
@@ -375,7 +415,7 @@ impl AddressIndex {
                 binding.key,
                 name,
                 Some(binding.bound_frame),
-                record.frame,
+                record,
                 now,
             );
         }
@@ -398,7 +438,7 @@ impl AddressIndex {
         key: ObjectKey,
         name: Option<Arc<str>>,
         bound_frame: Option<u64>,
-        freed_frame: u64,
+        unbind: &BindingRecord,
         now: Instant,
     ) {
         if self.settings.max_freed_bindings == 0 {
@@ -421,7 +461,8 @@ impl AddressIndex {
                 key,
                 name,
                 bound_frame,
-                freed_frame,
+                freed_frame: unbind.frame,
+                freed_sequence: unbind.sequence,
                 freed_at: now,
             },
         );
@@ -436,7 +477,7 @@ impl AddressIndex {
             self.recent.pop_front();
         }
         self.recent.push_back(IndexedEvent {
-            sequence: self.stats.events - 1,
+            sequence: record.sequence,
             frame: record.frame,
             kind: record.kind,
             object_type: key.object_type,

@@ -105,6 +105,15 @@ impl<T> RangeTable<T> {
     /// The id of the range that ends at or below `address` (exclusive end <= address) closest to it,
     /// i.e. the object an out-of-bounds access just past its end most likely came from.
     pub fn nearest_ending_at_or_below(&self, address: u64) -> Option<u64> {
+        self.nearest_ending_at_or_below_where(address, |_| true)
+    }
+
+    /// As [`Self::nearest_ending_at_or_below`], among ranges whose value passes `accept`.
+    pub fn nearest_ending_at_or_below_where(
+        &self,
+        address: u64,
+        accept: impl Fn(&T) -> bool,
+    ) -> Option<u64> {
         let mut best: Option<(u64, u64)> = None; // (end, id)
         for (k, class) in self.classes.iter().enumerate() {
             // Walk down from `address`; in this class no range starting at `base` can end after
@@ -118,7 +127,10 @@ impl<T> RangeTable<T> {
                     }
                 }
                 let end = range_end(base, size);
-                if end <= address && best.is_none_or(|(best_end, _)| end > best_end) {
+                if end <= address
+                    && best.is_none_or(|(best_end, _)| end > best_end)
+                    && self.entries.get(&id).is_some_and(|(_, _, v)| accept(v))
+                {
                     best = Some((end, id));
                 }
                 if scanned > 256 {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use ash::vk;
 
-use crate::index::{object_type_name, AddressIndex, FreedBinding, LiveBinding, ObjectKey};
+use crate::index::{object_type_name, AddressIndex, ObjectKey};
 use crate::report::{
     BindingEventEntry, Culprit, FaultAccess, FaultEntry, FaultVerdict, ObjectState,
 };
@@ -53,55 +53,80 @@ pub struct ResolveContext<'a> {
     pub now: Instant,
     /// Frame at the crash.
     pub frame: u64,
+    /// Ring position of the device loss: events from here on are wgpu's teardown after the loss
+    /// (it destroys every buffer and texture), so objects unbound then were live when the GPU
+    /// faulted. `None` resolves against the index as it is now (hangs, tests).
+    pub as_of: Option<u64>,
+}
+
+/// An object over the fault range as it stood at the cut-off.
+struct Seen {
+    base: u64,
+    size: u64,
+    key: ObjectKey,
+    name: Option<String>,
+    live: bool,
+    freed_at: Option<Instant>,
+    freed_frame: Option<u64>,
 }
 
 impl ResolveContext<'_> {
-    fn name_of(&self, key: ObjectKey) -> Option<String> {
-        self.index.name_of(key).map(|n| n.to_string())
+    /// Objects overlapping `[lo, hi]`, as they were at `as_of`.
+    fn seen(&self, lo: u64, hi: u64) -> Vec<Seen> {
+        let cut = self.as_of;
+        let live = self
+            .index
+            .live_overlapping(lo, hi)
+            .into_iter()
+            .filter(|(_, _, b)| cut.is_none_or(|c| b.bound_sequence < c))
+            .map(|(base, size, b)| Seen {
+                base,
+                size,
+                key: b.key,
+                name: self.index.name_of(b.key).map(|n| n.to_string()),
+                live: true,
+                freed_at: None,
+                freed_frame: None,
+            });
+        let freed = self
+            .index
+            .freed_overlapping(lo, hi)
+            .into_iter()
+            .map(|(base, size, f)| {
+                let live_then = cut.is_some_and(|c| f.freed_sequence >= c);
+                Seen {
+                    base,
+                    size,
+                    key: f.key,
+                    name: f.name.as_deref().map(str::to_owned),
+                    live: live_then,
+                    freed_at: (!live_then).then_some(f.freed_at),
+                    freed_frame: (!live_then).then_some(f.freed_frame),
+                }
+            });
+        live.chain(freed).collect()
     }
 
-    fn live(&self, address: u64, base: u64, size: u64, b: &LiveBinding, reason: String) -> Culprit {
-        let name = self.name_of(b.key);
-        let end = base.saturating_add(size);
+    fn culprit(&self, address: u64, seen: &Seen, reason: String) -> Culprit {
+        let end = seen.base.saturating_add(seen.size);
         Culprit {
-            label: label(b.key, name.as_deref()),
-            name,
-            object_type: object_type_name(b.key.object_type),
-            handle: b.key.handle,
-            base,
-            size,
-            state: ObjectState::Live,
-            offset: address.wrapping_sub(base) as i64,
-            freed_ms_ago: None,
-            freed_frames_ago: None,
-            bytes_past_end: (address >= end).then(|| address - end),
-            reason,
-            opaque_capture_address: None,
-            capture_replay_note: None,
-        }
-    }
-
-    fn freed(
-        &self,
-        address: u64,
-        base: u64,
-        size: u64,
-        f: &FreedBinding,
-        reason: String,
-    ) -> Culprit {
-        let name = f.name.as_deref().map(str::to_owned);
-        Culprit {
-            label: label(f.key, name.as_deref()),
-            name,
-            object_type: object_type_name(f.key.object_type),
-            handle: f.key.handle,
-            base,
-            size,
-            state: ObjectState::Freed,
-            offset: address.wrapping_sub(base) as i64,
-            freed_ms_ago: Some(self.now.saturating_duration_since(f.freed_at).as_millis() as u64),
-            freed_frames_ago: Some(self.frame.saturating_sub(f.freed_frame)),
-            bytes_past_end: None,
+            label: label(seen.key, seen.name.as_deref()),
+            name: seen.name.clone(),
+            object_type: object_type_name(seen.key.object_type),
+            handle: seen.key.handle,
+            base: seen.base,
+            size: seen.size,
+            state: if seen.live {
+                ObjectState::Live
+            } else {
+                ObjectState::Freed
+            },
+            offset: address.wrapping_sub(seen.base) as i64,
+            freed_ms_ago: seen
+                .freed_at
+                .map(|t| self.now.saturating_duration_since(t).as_millis() as u64),
+            freed_frames_ago: seen.freed_frame.map(|f| self.frame.saturating_sub(f)),
+            bytes_past_end: (seen.live && address >= end).then(|| address - end),
             reason,
             opaque_capture_address: None,
             capture_replay_note: None,
@@ -126,122 +151,126 @@ pub fn label(key: ObjectKey, name: Option<&str>) -> String {
 pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
     let address = fault.address;
     let [lo, hi] = fault_range(address, fault.precision);
-    let index = ctx.index;
+    let contains = |s: &Seen| address >= s.base && address - s.base < s.size.max(1);
 
-    let mut live = index.live_overlapping(lo, hi);
-    let mut freed = index.freed_overlapping(lo, hi); // most recently freed first
-    let contains = |base: u64, size: u64| address >= base && address - base < size.max(1);
-    // Most specific first: resources before memory, exact containment before range overlap,
-    // smaller ranges before larger ones.
-    live.sort_by_key(|(base, size, b)| (is_memory(b.key), !contains(*base, *size), *size));
-    freed.sort_by_key(|(base, size, f)| {
+    let mut seen = ctx.seen(lo, hi);
+    // Most specific first: live before freed, resources before memory, exact containment before
+    // range overlap, smaller ranges before larger ones, most recently freed first.
+    seen.sort_by_key(|s| {
         (
-            is_memory(f.key),
-            !contains(*base, *size),
-            std::cmp::Reverse(f.freed_at),
+            !s.live,
+            is_memory(s.key),
+            !contains(s),
+            s.size,
+            std::cmp::Reverse(s.freed_at),
         )
     });
+    let pick = |live: bool, resource_only: bool, exact_only: bool| {
+        seen.iter().position(|s| {
+            s.live == live && (!resource_only || !is_memory(s.key)) && (!exact_only || contains(s))
+        })
+    };
 
-    let mut candidates: Vec<Culprit> = Vec::new();
-    let mut verdict = None;
+    let overrun =
+        ctx.index
+            .nearest_resource_below(address, ctx.as_of)
+            .filter(|(base, size, _, _)| {
+                let end = base.saturating_add(*size);
+                // Within reach, or inside a memory block that also holds the resource.
+                address - end <= OVERRUN_REACH
+                    || seen.iter().any(|m| {
+                        m.live
+                            && is_memory(m.key)
+                            && contains(m)
+                            && m.base <= *base
+                            && end <= m.base.saturating_add(m.size)
+                    })
+            });
 
-    for (base, size, b) in &live {
-        let exact = contains(*base, *size);
-        let reason = match (is_memory(b.key), exact) {
-            (false, true) => "live resource containing the fault address".to_owned(),
-            (false, false) => format!(
-                "live resource overlapping the fault range [{lo:#x}, {hi:#x}] (precision {} bytes)",
-                hi - lo + 1
-            ),
-            (true, _) => "live memory block around the fault address".to_owned(),
-        };
-        if verdict.is_none() && !is_memory(b.key) && exact {
-            verdict = Some(FaultVerdict::InsideLiveObject);
-        }
-        candidates.push(ctx.live(address, *base, *size, b, reason));
-    }
-    for (base, size, f) in &freed {
-        let exact = contains(*base, *size);
-        let ago = ctx.now.saturating_duration_since(f.freed_at).as_millis();
-        let reason = format!(
-            "{} freed {ago} ms / {} frames before the fault{}",
-            if is_memory(f.key) {
-                "memory"
-            } else {
-                "resource"
-            },
-            ctx.frame.saturating_sub(f.freed_frame),
+    // An access at offset 0 of a live object is in bounds for it and would not fault; when another
+    // live object ends exactly there, its off-by-one overrun is the bug that explains the fault.
+    let boundary_overrun = overrun.as_ref().is_some_and(|(base, size, _, _)| {
+        base.saturating_add(*size) == address
+            && pick(true, true, true).is_some_and(|i| seen[i].base == address)
+    });
+    let (verdict, winner) = if boundary_overrun {
+        (FaultVerdict::OutOfBounds, None)
+    } else if let Some(i) = pick(true, true, true) {
+        (FaultVerdict::InsideLiveObject, Some(i))
+    } else if let Some(i) = pick(false, true, true) {
+        (FaultVerdict::UseAfterFree, Some(i))
+    } else if overrun.is_some() {
+        (FaultVerdict::OutOfBounds, None)
+    } else if let Some(i) = pick(false, true, false) {
+        (FaultVerdict::UseAfterFree, Some(i))
+    } else if let Some(i) = pick(true, true, false) {
+        (FaultVerdict::InsideLiveObject, Some(i))
+    } else if let Some(i) = pick(false, false, true) {
+        (FaultVerdict::UseAfterFree, Some(i))
+    } else {
+        (FaultVerdict::UnknownAddress, None)
+    };
+
+    let reason_of = |s: &Seen| match (s.live, is_memory(s.key), contains(s)) {
+        (true, false, true) => "live resource containing the fault address".to_owned(),
+        (true, false, false) => format!(
+            "live resource overlapping the fault range [{lo:#x}, {hi:#x}] (precision {} bytes)",
+            hi - lo + 1
+        ),
+        (true, true, _) => "live memory block around the fault address".to_owned(),
+        (false, memory, exact) => format!(
+            "{} freed {} ms / {} frames before the fault{}",
+            if memory { "memory" } else { "resource" },
+            s.freed_at
+                .map(|t| ctx.now.saturating_duration_since(t).as_millis())
+                .unwrap_or(0),
+            s.freed_frame
+                .map(|f| ctx.frame.saturating_sub(f))
+                .unwrap_or(0),
             if exact {
                 ", containing the fault address"
             } else {
                 ", overlapping the fault range"
             }
-        );
-        candidates.push(ctx.freed(address, *base, *size, f, reason));
-    }
-
-    // Rank: the verdict's culprit first, then the rest in the order gathered.
-    let contains_fault = |c: &Culprit| c.offset >= 0 && (c.offset as u64) < c.size.max(1);
-    let first_live_resource = |candidates: &[Culprit], exact_only: bool| {
-        candidates.iter().position(|c| {
-            c.state == ObjectState::Live
-                && c.object_type != "DEVICE_MEMORY"
-                && (!exact_only || contains_fault(c))
-        })
+        ),
     };
-    let first_freed = |candidates: &[Culprit], resource_only: bool, exact_only: bool| {
-        candidates.iter().position(|c| {
-            c.state == ObjectState::Freed
-                && (!resource_only || c.object_type != "DEVICE_MEMORY")
-                && (!exact_only || contains_fault(c))
-        })
-    };
-
-    let mut winner = None;
-    if verdict == Some(FaultVerdict::InsideLiveObject) {
-        winner = first_live_resource(&candidates, true);
-    }
-    if winner.is_none() {
-        if let Some(i) = first_freed(&candidates, true, true) {
-            verdict = Some(FaultVerdict::UseAfterFree);
-            winner = Some(i);
-        }
-    }
-    if winner.is_none() {
-        if let Some((base, size, b)) = nearest_overrun(index, address) {
-            let end = base.saturating_add(size);
+    let mut candidates: Vec<Culprit> = Vec::new();
+    if let Some((base, size, key, name)) = &overrun {
+        if verdict == FaultVerdict::OutOfBounds {
+            let s = Seen {
+                base: *base,
+                size: *size,
+                key: *key,
+                name: name.as_deref().map(str::to_owned),
+                live: true,
+                freed_at: None,
+                freed_frame: None,
+            };
             let reason = format!(
                 "nearest live resource below the fault address; the address is {} bytes past its end",
-                address - end
+                address - base.saturating_add(*size)
             );
-            candidates.insert(0, ctx.live(address, base, size, b, reason));
-            verdict = Some(FaultVerdict::OutOfBounds);
-            winner = Some(0);
+            candidates.push(ctx.culprit(address, &s, reason));
         }
     }
-    if winner.is_none() {
-        if let Some(i) = first_freed(&candidates, true, false) {
-            verdict = Some(FaultVerdict::UseAfterFree);
-            winner = Some(i);
-        } else if let Some(i) = first_live_resource(&candidates, false) {
-            verdict = Some(FaultVerdict::InsideLiveObject);
-            winner = Some(i);
-        } else if let Some(i) = first_freed(&candidates, false, true) {
-            verdict = Some(FaultVerdict::UseAfterFree);
-            winner = Some(i);
-        }
-    }
-    let verdict = verdict.unwrap_or(FaultVerdict::UnknownAddress);
     if let Some(i) = winner {
-        let culprit = candidates.remove(i);
-        candidates.insert(0, culprit);
+        candidates.push(ctx.culprit(address, &seen[i], reason_of(&seen[i])));
     }
-    let culprit = winner.map(|_| candidates[0].clone());
+    for (i, s) in seen.iter().enumerate() {
+        if Some(i) != winner {
+            candidates.push(ctx.culprit(address, s, reason_of(s)));
+        }
+    }
+    let culprit = (verdict != FaultVerdict::UnknownAddress)
+        .then(|| candidates.first().cloned())
+        .flatten();
 
     let summary = summary_line(fault, verdict, culprit.as_ref());
-    let nearby_events = index
+    let nearby_events = ctx
+        .index
         .recent_events()
         .filter(|e| e.base <= hi && e.base.saturating_add(e.size.max(1)) > lo)
+        .filter(|e| ctx.as_of.is_none_or(|c| e.sequence < c))
         .map(|e| BindingEventEntry::from_indexed(e, ctx.now))
         .collect();
     FaultEntry {
@@ -255,27 +284,6 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
         summary,
         nearby_events,
     }
-}
-
-/// The live resource whose end is closest at or below `address`, if the address plausibly belongs to
-/// an overrun of it: within [`OVERRUN_REACH`], or inside the same live memory block.
-fn nearest_overrun(index: &AddressIndex, address: u64) -> Option<(u64, u64, &LiveBinding)> {
-    // Walk down past memory blocks: they are containers, not the object that overran.
-    let mut probe = address;
-    for _ in 0..64 {
-        let (base, size, b) = index.nearest_live_below(probe)?;
-        if is_memory(b.key) {
-            probe = base;
-            continue;
-        }
-        let end = base.saturating_add(size);
-        let same_block = index
-            .live_overlapping(address, address)
-            .iter()
-            .any(|(mb, ms, m)| is_memory(m.key) && *mb <= base && end <= mb.saturating_add(*ms));
-        return (address - end <= OVERRUN_REACH || same_block).then_some((base, size, b));
-    }
-    None
 }
 
 /// The one human line: `GPU fault: write at 0x1000f010 is 16 bytes past the end of buffer

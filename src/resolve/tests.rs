@@ -45,6 +45,7 @@ fn run(index: &AddressIndex, now: Instant, address: u64, precision: u64) -> Faul
         index,
         now,
         frame: 7,
+        as_of: None,
     };
     resolve(
         &ctx,
@@ -192,4 +193,95 @@ fn unnamed_objects_are_type_and_handle() {
     index.apply(&ev(BindingKind::Bind, BUFFER, 0x5a, 0x2000, 0x100, ""), now);
     let f = run(&index, now, 0x2004, 1);
     assert_eq!(f.culprit.unwrap().label, "BUFFER 0x5a");
+}
+
+#[test]
+fn objects_unbound_by_the_teardown_after_a_loss_count_as_live() {
+    // wgpu destroys every buffer once the device is lost, before the report is built: resolving
+    // as of the loss must see them live.
+    let (mut index, now) = scene();
+    let cut = 1_000;
+    let mut teardown = ev(
+        BindingKind::Unbind,
+        BUFFER,
+        10,
+        0x1000_0000,
+        0x1000,
+        "particles",
+    );
+    teardown.sequence = cut + 5;
+    index.apply(&teardown, now);
+    let ctx = ResolveContext {
+        index: &index,
+        now,
+        frame: 7,
+        as_of: Some(cut),
+    };
+    let inside = resolve(
+        &ctx,
+        FaultAddress {
+            address: 0x1000_0010,
+            precision: 1,
+            access: FaultAccess::Read,
+        },
+    );
+    assert_eq!(inside.verdict, FaultVerdict::InsideLiveObject);
+    assert_eq!(inside.culprit.as_ref().unwrap().state, ObjectState::Live);
+    let past = resolve(
+        &ctx,
+        FaultAddress {
+            address: 0x1000_1004,
+            precision: 1,
+            access: FaultAccess::Write,
+        },
+    );
+    assert_eq!(past.verdict, FaultVerdict::OutOfBounds);
+    assert_eq!(past.culprit.unwrap().name.as_deref(), Some("particles"));
+    // Without the cut-off the same index says use-after-free: the cut-off is what changes it.
+    let now_view = ResolveContext {
+        index: &index,
+        now,
+        frame: 7,
+        as_of: None,
+    };
+    let naive = resolve(
+        &now_view,
+        FaultAddress {
+            address: 0x1000_0010,
+            precision: 1,
+            access: FaultAccess::Read,
+        },
+    );
+    assert_eq!(naive.verdict, FaultVerdict::UseAfterFree);
+}
+
+#[test]
+fn off_by_one_into_an_adjacent_live_object_is_the_overrun_of_the_first() {
+    let (mut index, now) = scene();
+    // "neighbour" starts exactly where "particles" ends.
+    index.apply(
+        &ev(
+            BindingKind::Bind,
+            BUFFER,
+            40,
+            0x1000_1000,
+            0x100,
+            "neighbour",
+        ),
+        now,
+    );
+    let f = run(&index, now, 0x1000_1000, 4096);
+    assert_eq!(f.verdict, FaultVerdict::OutOfBounds);
+    assert_eq!(
+        f.culprit.as_ref().unwrap().name.as_deref(),
+        Some("particles")
+    );
+    assert!(f
+        .candidates
+        .iter()
+        .any(|c| c.name.as_deref() == Some("neighbour")));
+    // One byte further is inside the neighbour, not at its start: inside a live object.
+    let f = run(&index, now, 0x1000_1001, 1);
+    assert_eq!(f.verdict, FaultVerdict::InsideLiveObject);
+    assert_eq!(f.culprit.unwrap().name.as_deref(), Some("neighbour"));
 }

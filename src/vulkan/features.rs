@@ -78,9 +78,11 @@ impl FeatureChain {
         offered: OfferedExtensions,
     ) -> FaultFeatures {
         let mut chain = Box::<FeatureChain>::default();
-        let mut features2 = vk::PhysicalDeviceFeatures2::default();
-        // SAFETY: the chain is boxed and outlives the call below.
-        features2.p_next = unsafe { chain.link(offered, std::ptr::null_mut()) };
+        let mut features2 = vk::PhysicalDeviceFeatures2 {
+            // SAFETY: the chain is boxed and outlives the call below.
+            p_next: unsafe { chain.link(offered, std::ptr::null_mut()) },
+            ..Default::default()
+        };
         // SAFETY: valid instance/physical device, pNext chain of structures the device offers.
         unsafe { instance.get_physical_device_features2(physical_device, &mut features2) };
         FaultFeatures {

@@ -5,6 +5,7 @@
 //! Whatever the driver lacks is marked off in [`GpuCrashCapabilities::missing`]; the game runs as before.
 
 mod capabilities;
+pub mod fault;
 mod features;
 mod messenger;
 
@@ -317,4 +318,52 @@ fn driver_identity(
         driver_info: text(driver.driver_info_as_c_str()),
         ..Default::default()
     }
+}
+
+/// Asks the device what faulted: KHR reports (waiting up to `khr_timeout`) and, after a loss, the
+/// KHR debug info and the EXT fault info. Safe to call on a lost device; returns notes, never panics
+/// on driver errors.
+pub fn query_device_fault(
+    device: &wgpu::Device,
+    capabilities: &GpuCrashCapabilities,
+    khr_timeout: std::time::Duration,
+    device_lost: bool,
+) -> fault::RawFaultInfo {
+    let mut info = fault::RawFaultInfo::default();
+    if !capabilities.has_device_fault() {
+        return info;
+    }
+    // SAFETY: we only read raw handles and call fault queries, which the spec allows on a lost device.
+    let Some(hal) = (unsafe { device.as_hal::<wgpu::hal::api::Vulkan>() }) else {
+        info.notes.push("render device is not Vulkan".into());
+        return info;
+    };
+    let instance = hal.shared_instance().raw_instance();
+    let raw = hal.raw_device();
+    if capabilities.device_fault_khr {
+        // SAFETY: VK_KHR_device_fault is enabled on this live device (capabilities say so).
+        info = unsafe {
+            fault::query_khr(
+                instance,
+                raw.handle(),
+                khr_timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+                device_lost,
+                capabilities.shader_abort_khr,
+            )
+        };
+    }
+    // EXT fault info is defined after a loss only (NVIDIA answers VK_ERROR_UNKNOWN before).
+    if capabilities.device_fault_ext && device_lost && info.addresses.is_empty() {
+        // SAFETY: VK_EXT_device_fault and deviceFault are enabled on this device.
+        let ext =
+            unsafe { fault::query_ext(instance, raw, capabilities.device_fault_vendor_binary) };
+        let notes = std::mem::take(&mut info.notes);
+        let watchdog = info.watchdog_timeout;
+        info = fault::RawFaultInfo {
+            notes: notes.into_iter().chain(ext.notes.clone()).collect(),
+            watchdog_timeout: watchdog,
+            ..ext
+        };
+    }
+    info
 }

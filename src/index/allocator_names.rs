@@ -1,0 +1,227 @@
+//! Names of live wgpu resources from `wgpu::Device::generate_allocator_report()`.
+//!
+//! wgpu-hal names a buffer or texture only after binding its memory, so the BIND event carries no
+//! name (the UNBIND does, too late for a live culprit). But every wgpu label is also the name of its
+//! gpu-allocator allocation, listed per memory block with its offset and size. A block is matched to
+//! a bound `VkDeviceMemory` range by size and by how many of the resources we saw bound inside that
+//! range sit at the allocator's offsets; then each resource takes its allocation's name.
+
+use std::collections::HashMap;
+
+use ash::vk;
+
+use super::{AddressIndex, ObjectKey};
+
+/// One allocator block: its size and its allocations `(name, offset, size)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocatorBlock {
+    /// Block size in bytes.
+    pub size: u64,
+    /// Allocations inside the block.
+    pub allocations: Vec<(String, u64, u64)>,
+}
+
+/// Converts wgpu's report into blocks.
+pub fn blocks_of(report: &wgpu::AllocatorReport) -> Vec<AllocatorBlock> {
+    report
+        .blocks
+        .iter()
+        .map(|block| AllocatorBlock {
+            size: block.size,
+            allocations: report
+                .allocations
+                .get(block.allocations.clone())
+                .unwrap_or_default()
+                .iter()
+                .map(|a| (a.name.clone(), a.offset, a.size))
+                .collect(),
+        })
+        .collect()
+}
+
+/// Gives names to live resources that have none; returns how many were named.
+pub fn learn_names(index: &mut AddressIndex, blocks: &[AllocatorBlock]) -> usize {
+    let memory_type = vk::ObjectType::DEVICE_MEMORY.as_raw();
+    let memories: Vec<(u64, u64)> = index
+        .live_bindings()
+        .filter(|(_, _, b)| b.key.object_type == memory_type)
+        .map(|(base, size, _)| (base, size))
+        .collect();
+    let mut names: Vec<(ObjectKey, String)> = Vec::new();
+    for (mem_base, mem_size) in memories {
+        // Resources inside this memory range, by their offset in it.
+        let mut inside: HashMap<u64, Vec<(ObjectKey, u64)>> = HashMap::new();
+        for (base, size, b) in index.live_overlapping(mem_base, mem_base + mem_size.max(1) - 1) {
+            if b.key.object_type != memory_type
+                && base >= mem_base
+                && base + size <= mem_base + mem_size
+            {
+                inside
+                    .entry(base - mem_base)
+                    .or_default()
+                    .push((b.key, size));
+            }
+        }
+        if inside.is_empty() {
+            continue;
+        }
+        // Score each block of the same size by offsets that match a resource of a fitting size.
+        let matches = |block: &AllocatorBlock| {
+            block
+                .allocations
+                .iter()
+                .filter(|(_, offset, size)| {
+                    inside
+                        .get(offset)
+                        .is_some_and(|rs| rs.iter().any(|(_, rsize)| size >= rsize))
+                })
+                .count()
+        };
+        let mut scored: Vec<(usize, &AllocatorBlock)> = blocks
+            .iter()
+            .filter(|b| b.size == mem_size)
+            .map(|b| (matches(b), b))
+            .filter(|(score, _)| *score > 0)
+            .collect();
+        scored.sort_by_key(|b| std::cmp::Reverse(b.0));
+        let Some(&(best, block)) = scored.first() else {
+            continue;
+        };
+        // Two blocks that explain the range equally well (e.g. same-sized dedicated allocations)
+        // are ambiguous unless they agree on the names.
+        if scored.len() > 1 && scored[1].0 == best && scored[1].1.allocations != block.allocations {
+            continue;
+        }
+        for (name, offset, size) in &block.allocations {
+            if name.is_empty() {
+                continue;
+            }
+            for (key, rsize) in inside.get(offset).into_iter().flatten() {
+                if size >= rsize && index.name_of(*key).is_none() {
+                    names.push((*key, name.clone()));
+                }
+            }
+        }
+    }
+    let count = names.len();
+    for (key, name) in names {
+        index.set_name(key, &name);
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{BindingKind, BindingRecord};
+    use std::time::Instant;
+
+    #[test]
+    fn names_live_buffers_by_block_and_offset() {
+        let mut index = AddressIndex::default();
+        let now = Instant::now();
+        for r in [
+            BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::DEVICE_MEMORY,
+                1,
+                0x1_0000_0000,
+                0x100_0000,
+            ),
+            BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::DEVICE_MEMORY,
+                2,
+                0x2_0000_0000,
+                0x100_0000,
+            ),
+            BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::BUFFER,
+                10,
+                0x1_0000_0000,
+                0x1000,
+            ),
+            BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::BUFFER,
+                11,
+                0x1_0000_2000,
+                0x100,
+            ),
+            BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::IMAGE,
+                20,
+                0x2_0001_0000,
+                0x4_0000,
+            ),
+        ] {
+            index.apply(&r, now);
+        }
+        let blocks = vec![
+            AllocatorBlock {
+                size: 0x100_0000,
+                allocations: vec![("shadow_atlas".into(), 0x1_0000, 0x4_0000)],
+            },
+            AllocatorBlock {
+                size: 0x100_0000,
+                allocations: vec![
+                    ("particles".into(), 0, 0x1000),
+                    ("uniforms".into(), 0x2000, 0x200), // allocation rounded up past the buffer
+                ],
+            },
+        ];
+        assert_eq!(learn_names(&mut index, &blocks), 3);
+        let name = |t, h| index.name_of(ObjectKey::new(t, h)).map(|n| n.to_string());
+        assert_eq!(
+            name(vk::ObjectType::BUFFER, 10).as_deref(),
+            Some("particles")
+        );
+        assert_eq!(
+            name(vk::ObjectType::BUFFER, 11).as_deref(),
+            Some("uniforms")
+        );
+        assert_eq!(
+            name(vk::ObjectType::IMAGE, 20).as_deref(),
+            Some("shadow_atlas")
+        );
+    }
+
+    #[test]
+    fn ambiguous_blocks_name_nothing() {
+        let mut index = AddressIndex::default();
+        let now = Instant::now();
+        index.apply(
+            &BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::DEVICE_MEMORY,
+                1,
+                0x1000_0000,
+                0x10000,
+            ),
+            now,
+        );
+        index.apply(
+            &BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::BUFFER,
+                10,
+                0x1000_0000,
+                0x10000,
+            ),
+            now,
+        );
+        let blocks = vec![
+            AllocatorBlock {
+                size: 0x10000,
+                allocations: vec![("a".into(), 0, 0x10000)],
+            },
+            AllocatorBlock {
+                size: 0x10000,
+                allocations: vec![("b".into(), 0, 0x10000)],
+            },
+        ];
+        assert_eq!(learn_names(&mut index, &blocks), 0);
+    }
+}

@@ -1,0 +1,425 @@
+//! Fault queries after device loss or during a hang: `VK_EXT_device_fault` (two-call idiom) and
+//! `VK_KHR_device_fault` (draining reports, then debug info with the shader abort message chained).
+//! Also the parser of the vendor binary's VersionOne header, which trusts no offset or size.
+
+use std::ffi::{c_char, c_void};
+
+use ash::vk;
+use vulkan_fault_ffi::{
+    DeviceFaultDebugInfoKHR, DeviceFaultFlagsKHR, DeviceFaultInfoKHR,
+    DeviceFaultShaderAbortMessageInfoKHR, KhrDeviceFaultFns,
+};
+
+use crate::report::{FaultAccess, VendorBinaryHeader, VendorInfo};
+use crate::resolve::FaultAddress;
+
+/// Bound on `VK_INCOMPLETE` retries: a driver whose counts keep growing must not hang the crash path.
+const MAX_QUERY_ATTEMPTS: usize = 8;
+/// Largest vendor binary or abort message accepted (a corrupt size must not exhaust memory).
+const MAX_BLOB: u64 = 64 << 20;
+
+/// What the driver told us about a fault.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawFaultInfo {
+    /// The driver's description(s).
+    pub description: Option<String>,
+    /// Faulting addresses.
+    pub addresses: Vec<FaultAddress>,
+    /// Vendor-specific fault infos.
+    pub vendor_infos: Vec<VendorInfo>,
+    /// Vendor binary crash dump, raw.
+    pub vendor_binary: Option<Vec<u8>>,
+    /// `VK_KHR_shader_abort` message.
+    pub shader_abort_message: Option<String>,
+    /// A KHR report had `WATCHDOG_TIMEOUT`.
+    pub watchdog_timeout: bool,
+    /// What went wrong while asking.
+    pub notes: Vec<String>,
+}
+
+fn access_of(t: vk::DeviceFaultAddressTypeEXT) -> FaultAccess {
+    match t {
+        vk::DeviceFaultAddressTypeEXT::READ_INVALID => FaultAccess::Read,
+        vk::DeviceFaultAddressTypeEXT::WRITE_INVALID => FaultAccess::Write,
+        vk::DeviceFaultAddressTypeEXT::EXECUTE_INVALID => FaultAccess::Execute,
+        vk::DeviceFaultAddressTypeEXT::INSTRUCTION_POINTER_UNKNOWN
+        | vk::DeviceFaultAddressTypeEXT::INSTRUCTION_POINTER_INVALID
+        | vk::DeviceFaultAddressTypeEXT::INSTRUCTION_POINTER_FAULT => FaultAccess::Instruction,
+        _ => FaultAccess::None,
+    }
+}
+
+fn c_text(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `vkGetDeviceFaultInfoEXT` with the full two-call idiom, looping on `VK_INCOMPLETE`.
+///
+/// # Safety
+/// `device` is a live device created from `instance` with `VK_EXT_device_fault` and `deviceFault`
+/// enabled.
+pub unsafe fn query_ext(
+    instance: &ash::Instance,
+    device: &ash::Device,
+    vendor_binary_enabled: bool,
+) -> RawFaultInfo {
+    let fns = ash::ext::device_fault::Device::new(instance, device);
+    let get = fns.fp().get_device_fault_info_ext;
+    let mut info = RawFaultInfo::default();
+    for _ in 0..MAX_QUERY_ATTEMPTS {
+        let mut counts = vk::DeviceFaultCountsEXT::default();
+        // SAFETY: first call of the idiom: counts only, info null.
+        let result = unsafe { get(device.handle(), &mut counts, std::ptr::null_mut()) };
+        if result != vk::Result::SUCCESS {
+            info.notes.push(format!(
+                "vkGetDeviceFaultInfoEXT (counts) returned {result:?}"
+            ));
+            return info;
+        }
+        if !vendor_binary_enabled {
+            counts.vendor_binary_size = 0;
+        }
+        if counts.vendor_binary_size > MAX_BLOB {
+            info.notes.push(format!(
+                "vendor binary of {} bytes refused (limit {MAX_BLOB})",
+                counts.vendor_binary_size
+            ));
+            counts.vendor_binary_size = 0;
+        }
+        let mut addresses =
+            vec![vk::DeviceFaultAddressInfoEXT::default(); counts.address_info_count as usize];
+        let mut vendors =
+            vec![vk::DeviceFaultVendorInfoEXT::default(); counts.vendor_info_count as usize];
+        let mut binary = vec![0u8; counts.vendor_binary_size as usize];
+        let mut fault = vk::DeviceFaultInfoEXT {
+            p_address_infos: if addresses.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                addresses.as_mut_ptr()
+            },
+            p_vendor_infos: if vendors.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                vendors.as_mut_ptr()
+            },
+            p_vendor_binary_data: if binary.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                binary.as_mut_ptr() as *mut c_void
+            },
+            ..Default::default()
+        };
+        // SAFETY: second call: the arrays have the sizes given in `counts`.
+        let result = unsafe { get(device.handle(), &mut counts, &mut fault) };
+        if result == vk::Result::INCOMPLETE {
+            continue; // the fault data grew between the calls: ask again
+        }
+        if result != vk::Result::SUCCESS {
+            info.notes
+                .push(format!("vkGetDeviceFaultInfoEXT returned {result:?}"));
+            return info;
+        }
+        addresses.truncate(counts.address_info_count as usize);
+        vendors.truncate(counts.vendor_info_count as usize);
+        binary.truncate(counts.vendor_binary_size as usize);
+        let description = c_text(&fault.description);
+        info.description = (!description.is_empty()).then_some(description);
+        info.addresses = addresses
+            .iter()
+            .map(|a| FaultAddress {
+                address: a.reported_address,
+                precision: a.address_precision,
+                access: access_of(a.address_type),
+            })
+            .collect();
+        info.vendor_infos = vendors
+            .iter()
+            .map(|v| VendorInfo {
+                description: c_text(&v.description),
+                fault_code: v.vendor_fault_code,
+                fault_data: v.vendor_fault_data,
+            })
+            .collect();
+        info.vendor_binary = (!binary.is_empty()).then_some(binary);
+        return info;
+    }
+    info.notes.push(format!(
+        "vkGetDeviceFaultInfoEXT kept returning VK_INCOMPLETE after {MAX_QUERY_ATTEMPTS} attempts"
+    ));
+    info
+}
+
+/// Drains `vkGetDeviceFaultReportsKHR` (waiting up to `timeout_ns`), then, after a loss, reads
+/// `vkGetDeviceFaultDebugInfoKHR` with the shader abort message chained.
+///
+/// # Safety
+/// `device` is a live device created from `instance` with `VK_KHR_device_fault` enabled.
+pub unsafe fn query_khr(
+    instance: &ash::Instance,
+    device: vk::Device,
+    timeout_ns: u64,
+    debug_info: bool,
+    shader_abort: bool,
+) -> RawFaultInfo {
+    // SAFETY: forwarded contract.
+    let fns = unsafe { KhrDeviceFaultFns::load(instance, device) };
+    let mut info = RawFaultInfo::default();
+    let Some(get_reports) = fns.get_device_fault_reports else {
+        info.notes
+            .push("vkGetDeviceFaultReportsKHR is not exposed by the device".into());
+        return info;
+    };
+    let mut reports: Vec<DeviceFaultInfoKHR> = Vec::new();
+    for _ in 0..MAX_QUERY_ATTEMPTS {
+        let mut count = 0u32;
+        // SAFETY: counting call with a null array.
+        let result = unsafe { get_reports(device, timeout_ns, &mut count, std::ptr::null_mut()) };
+        if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
+            info.notes.push(format!(
+                "vkGetDeviceFaultReportsKHR (count) returned {result:?}"
+            ));
+            break;
+        }
+        if count == 0 {
+            break;
+        }
+        let mut batch = vec![DeviceFaultInfoKHR::default(); count as usize];
+        // SAFETY: `batch` has room for `count` reports.
+        let result = unsafe { get_reports(device, 0, &mut count, batch.as_mut_ptr()) };
+        batch.truncate(count as usize);
+        reports.extend(batch);
+        if result != vk::Result::INCOMPLETE {
+            if result != vk::Result::SUCCESS {
+                info.notes
+                    .push(format!("vkGetDeviceFaultReportsKHR returned {result:?}"));
+            }
+            break;
+        }
+    }
+    let mut descriptions = Vec::new();
+    for report in &reports {
+        let flags = report.flags;
+        if flags.contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT) {
+            info.watchdog_timeout = true;
+        }
+        let description = c_text(&report.description);
+        if !description.is_empty() {
+            descriptions.push(description);
+        }
+        if flags.contains(DeviceFaultFlagsKHR::MEMORY_ADDRESS) {
+            let a = report.fault_address_info;
+            info.addresses.push(FaultAddress {
+                address: a.reported_address,
+                precision: a.address_precision,
+                access: access_of(a.address_type),
+            });
+        }
+        if flags.contains(DeviceFaultFlagsKHR::INSTRUCTION_ADDRESS) {
+            let a = report.instruction_address_info;
+            info.addresses.push(FaultAddress {
+                address: a.reported_address,
+                precision: a.address_precision,
+                access: FaultAccess::Instruction,
+            });
+        }
+        if flags.contains(DeviceFaultFlagsKHR::VENDOR) {
+            let v = report.vendor_info;
+            info.vendor_infos.push(VendorInfo {
+                description: c_text(&v.description),
+                fault_code: v.vendor_fault_code,
+                fault_data: v.vendor_fault_data,
+            });
+        }
+    }
+    if !descriptions.is_empty() {
+        info.description = Some(descriptions.join("; "));
+    }
+    if debug_info {
+        if let Some(get_debug) = fns.get_device_fault_debug_info {
+            // SAFETY: forwarded contract; the function is the device's.
+            unsafe { read_debug_info(get_debug, device, shader_abort, &mut info) };
+        }
+    }
+    info
+}
+
+/// Two calls of `vkGetDeviceFaultDebugInfoKHR`: sizes, then data.
+///
+/// # Safety
+/// `get_debug` is the device's `vkGetDeviceFaultDebugInfoKHR`.
+unsafe fn read_debug_info(
+    get_debug: vulkan_fault_ffi::PfnGetDeviceFaultDebugInfoKHR,
+    device: vk::Device,
+    shader_abort: bool,
+    info: &mut RawFaultInfo,
+) {
+    let mut abort = DeviceFaultShaderAbortMessageInfoKHR::default();
+    let mut debug = DeviceFaultDebugInfoKHR::default();
+    if shader_abort {
+        debug.p_next = &mut abort as *mut _ as *mut c_void;
+    }
+    // SAFETY: size query with null data pointers; `abort` outlives the call.
+    let result = unsafe { get_debug(device, &mut debug) };
+    if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
+        info.notes.push(format!(
+            "vkGetDeviceFaultDebugInfoKHR (sizes) returned {result:?}"
+        ));
+        return;
+    }
+    let binary_size = u64::from(debug.vendor_binary_size).min(MAX_BLOB) as usize;
+    let message_size = abort.message_data_size.min(MAX_BLOB) as usize;
+    let mut binary = vec![0u8; binary_size];
+    let mut message = vec![0u8; message_size];
+    debug.vendor_binary_size = binary_size as u32;
+    debug.p_vendor_binary_data = if binary.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        binary.as_mut_ptr() as *mut c_void
+    };
+    abort.message_data_size = message_size as u64;
+    abort.p_message_data = if message.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        message.as_mut_ptr() as *mut c_void
+    };
+    // SAFETY: buffers of the sizes just reported; `abort` is still chained and alive.
+    let result = unsafe { get_debug(device, &mut debug) };
+    if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
+        info.notes
+            .push(format!("vkGetDeviceFaultDebugInfoKHR returned {result:?}"));
+        return;
+    }
+    binary.truncate(debug.vendor_binary_size as usize);
+    message.truncate(abort.message_data_size as usize);
+    if !binary.is_empty() {
+        info.vendor_binary = Some(binary);
+    }
+    let end = message
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(message.len());
+    if end > 0 {
+        info.shader_abort_message = Some(String::from_utf8_lossy(&message[..end]).into_owned());
+    }
+}
+
+/// Size of `VkDeviceFaultVendorBinaryHeaderVersionOneEXT`.
+pub const VENDOR_HEADER_SIZE: usize = 56;
+
+/// Parses the VersionOne header, validating every offset and size; never trusts the driver's bytes.
+pub fn parse_vendor_binary(bytes: &[u8]) -> Result<VendorBinaryHeader, String> {
+    if bytes.len() < VENDOR_HEADER_SIZE {
+        return Err(format!(
+            "vendor binary is {} bytes, shorter than the {VENDOR_HEADER_SIZE}-byte VersionOne header",
+            bytes.len()
+        ));
+    }
+    let u32_at =
+        |offset: usize| u32::from_ne_bytes(bytes[offset..offset + 4].try_into().unwrap_or([0; 4]));
+    let header_size = u32_at(0);
+    let header_version = u32_at(4);
+    if header_version != 1 {
+        return Err(format!(
+            "unknown vendor binary header version {header_version}"
+        ));
+    }
+    if (header_size as usize) < VENDOR_HEADER_SIZE || header_size as usize > bytes.len() {
+        return Err(format!(
+            "headerSize {header_size} is outside [{VENDOR_HEADER_SIZE}, {}]",
+            bytes.len()
+        ));
+    }
+    let string_at = |field: &str, offset: u32| -> Result<Option<String>, String> {
+        if offset == 0 {
+            return Ok(None);
+        }
+        let start = offset as usize;
+        if start >= bytes.len() {
+            return Err(format!(
+                "{field} offset {offset} is past the end ({} bytes)",
+                bytes.len()
+            ));
+        }
+        let rest = &bytes[start..];
+        let end = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| format!("{field} at offset {offset} is not NUL-terminated"))?;
+        Ok(Some(String::from_utf8_lossy(&rest[..end]).into_owned()))
+    };
+    let uuid: String = bytes[20..36].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(VendorBinaryHeader {
+        header_size,
+        header_version,
+        vendor_id: u32_at(8),
+        device_id: u32_at(12),
+        driver_version: u32_at(16),
+        pipeline_cache_uuid: uuid,
+        application_name: string_at("applicationName", u32_at(36))?,
+        application_version: u32_at(40),
+        engine_name: string_at("engineName", u32_at(44))?,
+        engine_version: u32_at(48),
+        api_version: u32_at(52),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(app: &str) -> Vec<u8> {
+        let mut b = vec![0u8; VENDOR_HEADER_SIZE];
+        let put =
+            |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put(&mut b, 0, VENDOR_HEADER_SIZE as u32);
+        put(&mut b, 4, 1);
+        put(&mut b, 8, 0x10de);
+        put(&mut b, 12, 0x2335);
+        put(&mut b, 16, 42);
+        b[20..36].copy_from_slice(&[0xab; 16]);
+        put(&mut b, 36, VENDOR_HEADER_SIZE as u32);
+        put(&mut b, 44, 0);
+        put(&mut b, 52, vk::API_VERSION_1_3);
+        b.extend_from_slice(app.as_bytes());
+        b.push(0);
+        b
+    }
+
+    #[test]
+    fn parses_a_valid_header() {
+        let h = parse_vendor_binary(&header("my game")).unwrap();
+        assert_eq!(
+            (h.vendor_id, h.device_id, h.driver_version),
+            (0x10de, 0x2335, 42)
+        );
+        assert_eq!(h.application_name.as_deref(), Some("my game"));
+        assert_eq!(h.engine_name, None);
+        assert_eq!(h.pipeline_cache_uuid, "ab".repeat(16));
+    }
+
+    #[test]
+    fn rejects_malformed_binaries_with_reasons() {
+        assert!(parse_vendor_binary(&[0; 10])
+            .unwrap_err()
+            .contains("shorter"));
+        let mut b = header("x");
+        b[4] = 7;
+        assert!(parse_vendor_binary(&b).unwrap_err().contains("version 7"));
+        let mut b = header("x");
+        b[0..4].copy_from_slice(&10_000u32.to_ne_bytes());
+        assert!(parse_vendor_binary(&b).unwrap_err().contains("headerSize"));
+        let mut b = header("x");
+        b[36..40].copy_from_slice(&9_999u32.to_ne_bytes());
+        assert!(parse_vendor_binary(&b)
+            .unwrap_err()
+            .contains("past the end"));
+        let mut b = header("x");
+        b.pop(); // drop the NUL
+        assert!(parse_vendor_binary(&b).unwrap_err().contains("NUL"));
+    }
+}
