@@ -10,6 +10,7 @@ use bevy::render::renderer::raw_vulkan_init::RawVulkanInitSettings;
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems};
 
+use crate::deliver::{DeliverySettings, Outbox};
 use crate::index::{allocator_names, IndexSettings, IndexerHandle};
 use crate::postmortem::{self, CrashContext, GpuProgress, OnHang, Watchdog};
 use crate::report::{ApplicationInfo, CrashKind};
@@ -57,8 +58,12 @@ pub struct GpuCrashReporterPlugin {
     pub on_hang: OnHang,
     /// Application name for reports and the default report directory; `None`: the executable's name.
     pub application_name: Option<String>,
-    /// Application version for reports. Default: this crate's version is *not* used; empty unless set.
+    /// Application version for reports and the Sentry release (`name@version`). Default: empty.
     pub application_version: String,
+    /// Sentry delivery: DSN (or the `SENTRY_DSN` environment variable), release, environment,
+    /// player consent, privacy switches, upload timeout, outbox bounds. Without a DSN, reports stay
+    /// on disk and the log says where. The outbox defaults to `<report dir>/outbox`.
+    pub delivery: DeliverySettings,
 }
 
 impl Default for GpuCrashReporterPlugin {
@@ -76,6 +81,7 @@ impl Default for GpuCrashReporterPlugin {
             on_hang: OnHang::KeepWaiting,
             application_name: None,
             application_version: String::new(),
+            delivery: DeliverySettings::default(),
         }
     }
 }
@@ -103,6 +109,8 @@ struct Postmortem {
     hang_timeout: Duration,
     on_hang: OnHang,
     reports: GpuCrashReports,
+    /// Where reports go after they are on disk.
+    outbox: Outbox,
     /// Ring position just before the latest frame's submit: a device loss found by that submit is
     /// followed by wgpu's teardown, which the report must not mistake for frees.
     pre_submit_position: Arc<std::sync::atomic::AtomicU64>,
@@ -193,11 +201,25 @@ impl Plugin for GpuCrashReporterPlugin {
             process_id: std::process::id(),
         };
         let reports = GpuCrashReports::default();
+        let report_dir = postmortem::report_dir(self.report_dir.as_deref(), &application_name);
+        let mut delivery = self.delivery.clone();
+        if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
+            delivery.outbox_dir = report_dir.join("outbox");
+        }
+        let outbox = Outbox::new(delivery);
+        if outbox.dsn().is_some() && !outbox.pending().is_empty() {
+            // Reports an earlier run could not upload (offline, killed mid-upload): send them now,
+            // off the main thread.
+            if let Err(err) = outbox.spawn_background_flush(Duration::from_secs(60)) {
+                warn!("GPU crash reporter: could not start the upload thread: {err}");
+            }
+        }
         app.insert_resource(reporter)
             .insert_resource(reports.clone())
             .insert_resource(Postmortem {
                 progress: Arc::default(),
-                report_dir: postmortem::report_dir(self.report_dir.as_deref(), &application_name),
+                report_dir,
+                outbox,
                 application,
                 hang_timeout: self.hang_timeout,
                 on_hang: self.on_hang,
@@ -407,7 +429,45 @@ fn write_crash_report(
             .unwrap_or_else(|p| p.into_inner())
             .push(path.clone());
     }
+    deliver(&postmortem.outbox, &report, vendor_binary.as_deref());
     path
+}
+
+/// Queues the report for Sentry and uploads it within `upload_timeout`; what does not go out stays
+/// in the outbox for the next launch. Called only once the report is on disk.
+fn deliver(outbox: &Outbox, report: &crate::report::CrashReport, vendor_binary: Option<&[u8]>) {
+    if outbox.dsn().is_none() {
+        match outbox.dsn_error() {
+            Some(err) => error!("GPU crash report not uploaded: bad Sentry DSN: {err}"),
+            None => {
+                info!("GPU crash report not uploaded: no Sentry DSN configured (set SENTRY_DSN)")
+            }
+        }
+        return;
+    }
+    match outbox.enqueue(report, vendor_binary) {
+        Ok(_) => {
+            let summary = outbox.flush_at_crash();
+            if summary.sent > 0 {
+                info!("GPU crash report uploaded ({} envelope(s))", summary.sent);
+                eprintln!("GPU crash report uploaded to Sentry (event {})", report.id);
+            } else {
+                warn!(
+                    "GPU crash report not uploaded yet ({}); it stays in {} for the next launch",
+                    summary
+                        .last_error
+                        .as_deref()
+                        .or(summary.stopped.as_deref())
+                        .unwrap_or("no attempt"),
+                    outbox.dir().display()
+                );
+            }
+        }
+        Err(err) => error!(
+            "GPU crash report could not be queued for upload in {}: {err}",
+            outbox.dir().display()
+        ),
+    }
 }
 
 /// Render world: right before the frame's submit, remember how far the ring got.

@@ -155,14 +155,18 @@ pub fn build_report(
             "wgpu allocator report unavailable: live objects named only by binding events".into(),
         );
     }
+    // The loss is at or after the last pre-submit mark, and wgpu's teardown is the trailing run of
+    // unbinds: the later of the two is the closest cut we can observe.
+    let as_of = ctx
+        .as_of
+        .map(|mark| mark.max(index.trailing_unbind_run_start().unwrap_or(mark)));
     let resolve_ctx = ResolveContext {
         index,
         now,
         frame: ctx.frame,
-        as_of: ctx.as_of,
+        as_of,
     };
-    let teardown = ctx
-        .as_of
+    let teardown = as_of
         .map(|cut| index.recent_events().filter(|e| e.sequence >= cut).count())
         .unwrap_or(0);
     if teardown > 0 {
@@ -227,7 +231,7 @@ pub fn build_report(
         recent_events: {
             let before_loss: Vec<_> = index
                 .recent_events()
-                .filter(|e| ctx.as_of.is_none_or(|cut| e.sequence < cut))
+                .filter(|e| as_of.is_none_or(|cut| e.sequence < cut))
                 .collect();
             before_loss[before_loss.len().saturating_sub(64)..]
                 .iter()

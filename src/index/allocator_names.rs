@@ -4,9 +4,11 @@
 //! name (the UNBIND does, too late for a live culprit). But every wgpu label is also the name of its
 //! gpu-allocator allocation, listed per memory block with its offset and size. A block is matched to
 //! a bound `VkDeviceMemory` range by size and by how many of the resources we saw bound inside that
-//! range sit at the allocator's offsets; then each resource takes its allocation's name.
+//! range fall inside the allocator's allocations; then each resource takes its allocation's name.
+//! Containment, not offset equality: the allocator reports each allocation with its alignment padding
+//! (measured on lavapipe: a buffer bound at +0x80240 sits in an allocation at +0x80210, 48 bytes larger).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use ash::vk;
 
@@ -50,7 +52,7 @@ pub fn learn_names(index: &mut AddressIndex, blocks: &[AllocatorBlock]) -> usize
     let mut names: Vec<(ObjectKey, String)> = Vec::new();
     for (mem_base, mem_size) in memories {
         // Resources inside this memory range, by their offset in it.
-        let mut inside: HashMap<u64, Vec<(ObjectKey, u64)>> = HashMap::new();
+        let mut inside: BTreeMap<u64, Vec<(ObjectKey, u64)>> = BTreeMap::new();
         for (base, size, b) in index.live_overlapping(mem_base, mem_base + mem_size.max(1) - 1) {
             if b.key.object_type != memory_type
                 && base >= mem_base
@@ -65,16 +67,20 @@ pub fn learn_names(index: &mut AddressIndex, blocks: &[AllocatorBlock]) -> usize
         if inside.is_empty() {
             continue;
         }
-        // Score each block of the same size by offsets that match a resource of a fitting size.
+        // Resources lying wholly inside an allocation `[offset, offset + size)`.
+        let contained = |offset: u64, size: u64| {
+            let end = offset.saturating_add(size);
+            inside
+                .range(offset..end)
+                .flat_map(|(roffset, rs)| rs.iter().map(move |r| (*roffset, *r)))
+                .filter(move |(roffset, (_, rsize))| roffset.saturating_add(*rsize) <= end)
+        };
+        // Score each block of the same size by how many resources its allocations contain.
         let matches = |block: &AllocatorBlock| {
             block
                 .allocations
                 .iter()
-                .filter(|(_, offset, size)| {
-                    inside
-                        .get(offset)
-                        .is_some_and(|rs| rs.iter().any(|(_, rsize)| size >= rsize))
-                })
+                .filter(|(_, offset, size)| contained(*offset, *size).next().is_some())
                 .count()
         };
         let mut scored: Vec<(usize, &AllocatorBlock)> = blocks
@@ -96,9 +102,9 @@ pub fn learn_names(index: &mut AddressIndex, blocks: &[AllocatorBlock]) -> usize
             if name.is_empty() {
                 continue;
             }
-            for (key, rsize) in inside.get(offset).into_iter().flatten() {
-                if size >= rsize && index.name_of(*key).is_none() {
-                    names.push((*key, name.clone()));
+            for (_, (key, _)) in contained(*offset, *size) {
+                if index.name_of(key).is_none() {
+                    names.push((key, name.clone()));
                 }
             }
         }
@@ -162,12 +168,14 @@ mod tests {
         let blocks = vec![
             AllocatorBlock {
                 size: 0x100_0000,
-                allocations: vec![("shadow_atlas".into(), 0x1_0000, 0x4_0000)],
+                // Reported with its 0x30 bytes of alignment padding in front, as gpu-allocator does.
+                allocations: vec![("shadow_atlas".into(), 0x1_0000, 0x4_0030)],
             },
             AllocatorBlock {
                 size: 0x100_0000,
                 allocations: vec![
                     ("particles".into(), 0, 0x1000),
+                    ("padded".into(), 0x1000, 0x1000), // holds nothing: no resource inside it
                     ("uniforms".into(), 0x2000, 0x200), // allocation rounded up past the buffer
                 ],
             },

@@ -94,6 +94,8 @@ pub struct FreedBinding {
     pub name: Option<Arc<str>>,
     /// Frame of the matching bind, `None` when the unbind matched no bind we saw.
     pub bound_frame: Option<u64>,
+    /// Ring sequence of the matching bind, `None` when the unbind matched no bind we saw.
+    pub bound_sequence: Option<u64>,
     /// Frame of the unbind.
     pub freed_frame: u64,
     /// Ring sequence of the unbind.
@@ -212,6 +214,19 @@ impl AddressIndex {
         self.recent.iter()
     }
 
+    /// Ring sequence where the trailing run of unbinds (no bind after it) begins, if the recent
+    /// events reach back to a bind. After a device loss that run is wgpu destroying every resource.
+    pub fn trailing_unbind_run_start(&self) -> Option<u64> {
+        let mut start = None;
+        for event in self.recent.iter().rev() {
+            if event.kind == BindingKind::Bind {
+                return Some(start.unwrap_or(event.sequence + 1));
+            }
+            start = Some(event.sequence);
+        }
+        None
+    }
+
     /// The name known for an object, if any.
     pub fn name_of(&self, key: ObjectKey) -> Option<&Arc<str>> {
         self.names.get(&key)
@@ -239,11 +254,12 @@ impl AddressIndex {
 
     /// The resource (not memory) range that was live at ring position `as_of` (now, when `None`) and
     /// ends closest at or below `address`: `(base, size, key, name)`.
+    /// The last element is the ring sequence of the bind (0 when only the unbind was seen).
     pub fn nearest_resource_below(
         &self,
         address: u64,
         as_of: Option<u64>,
-    ) -> Option<(u64, u64, ObjectKey, Option<Arc<str>>)> {
+    ) -> Option<(u64, u64, ObjectKey, Option<Arc<str>>, u64)> {
         let memory = vk::ObjectType::DEVICE_MEMORY.as_raw();
         let live = self
             .live
@@ -251,7 +267,10 @@ impl AddressIndex {
                 b.key.object_type != memory && as_of.is_none_or(|cut| b.bound_sequence < cut)
             })
             .and_then(|id| self.live.get(id))
-            .map(|(base, size, b)| (base, size, b.key, self.names.get(&b.key).cloned()));
+            .map(|(base, size, b)| {
+                let name = self.names.get(&b.key).cloned();
+                (base, size, b.key, name, b.bound_sequence)
+            });
         let freed_then_live = as_of
             .and_then(|cut| {
                 self.freed.nearest_ending_at_or_below_where(address, |f| {
@@ -259,11 +278,19 @@ impl AddressIndex {
                 })
             })
             .and_then(|id| self.freed.get(id))
-            .map(|(base, size, f)| (base, size, f.key, f.name.clone()));
+            .map(|(base, size, f)| {
+                (
+                    base,
+                    size,
+                    f.key,
+                    f.name.clone(),
+                    f.bound_sequence.unwrap_or(0),
+                )
+            });
         [live, freed_then_live]
             .into_iter()
             .flatten()
-            .max_by_key(|(base, size, _, _)| range_end(*base, *size))
+            .max_by_key(|(base, size, ..)| range_end(*base, *size))
     }
 
     /// The live range ending closest at or below `address`.
@@ -414,7 +441,7 @@ impl AddressIndex {
                 freed_end - freed_lo,
                 binding.key,
                 name,
-                Some(binding.bound_frame),
+                Some((binding.bound_frame, binding.bound_sequence)),
                 record,
                 now,
             );
@@ -437,7 +464,7 @@ impl AddressIndex {
         size: u64,
         key: ObjectKey,
         name: Option<Arc<str>>,
-        bound_frame: Option<u64>,
+        bound: Option<(u64, u64)>,
         unbind: &BindingRecord,
         now: Instant,
     ) {
@@ -460,7 +487,8 @@ impl AddressIndex {
             FreedBinding {
                 key,
                 name,
-                bound_frame,
+                bound_frame: bound.map(|(frame, _)| frame),
+                bound_sequence: bound.map(|(_, sequence)| sequence),
                 freed_frame: unbind.frame,
                 freed_sequence: unbind.sequence,
                 freed_at: now,

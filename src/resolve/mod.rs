@@ -18,6 +18,10 @@ use crate::report::{
 /// the same memory block (a strided loop overrunning by a few rows, not a wild pointer).
 pub const OVERRUN_REACH: u64 = 64 * 1024;
 
+/// An overrun this close to the end of a live object, bound after the freed tenant of the address
+/// left, explains the fault better than that stale tenant (off-by-one rows, a missing bounds check).
+pub const ADJACENT_OVERRUN: u64 = 256;
+
 /// One faulting address as the driver reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultAddress {
@@ -68,6 +72,8 @@ struct Seen {
     live: bool,
     freed_at: Option<Instant>,
     freed_frame: Option<u64>,
+    /// Ring sequence of its unbind (freed objects only).
+    freed_sequence: Option<u64>,
 }
 
 impl ResolveContext<'_> {
@@ -87,6 +93,7 @@ impl ResolveContext<'_> {
                 live: true,
                 freed_at: None,
                 freed_frame: None,
+                freed_sequence: None,
             });
         let freed = self
             .index
@@ -102,6 +109,7 @@ impl ResolveContext<'_> {
                     live: live_then,
                     freed_at: (!live_then).then_some(f.freed_at),
                     freed_frame: (!live_then).then_some(f.freed_frame),
+                    freed_sequence: (!live_then).then_some(f.freed_sequence),
                 }
             });
         live.chain(freed).collect()
@@ -161,8 +169,10 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
             !s.live,
             is_memory(s.key),
             !contains(s),
-            s.size,
-            std::cmp::Reverse(s.freed_at),
+            // Live: the smallest (most specific) object; freed: the latest tenant, by ring order
+            // (drain times tie within a batch).
+            if s.live { s.size } else { 0 },
+            std::cmp::Reverse(s.freed_sequence),
         )
     });
     let pick = |live: bool, resource_only: bool, exact_only: bool| {
@@ -174,7 +184,7 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
     let overrun =
         ctx.index
             .nearest_resource_below(address, ctx.as_of)
-            .filter(|(base, size, _, _)| {
+            .filter(|(base, size, ..)| {
                 let end = base.saturating_add(*size);
                 // Within reach, or inside a memory block that also holds the resource.
                 address - end <= OVERRUN_REACH
@@ -187,9 +197,22 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
                     })
             });
 
+    // A freed range over the address is old history when the live resource just below was bound
+    // after that free: the allocator reorganised the region, and the overrun explains the fault.
+    // Freed after the neighbour was bound, the freed object was the address's latest tenant.
+    let overrun_is_newer = |i: usize| {
+        overrun
+            .as_ref()
+            .is_some_and(|(base, size, .., bound_sequence)| {
+                address - base.saturating_add(*size) <= ADJACENT_OVERRUN
+                    && seen[i]
+                        .freed_sequence
+                        .is_some_and(|freed| *bound_sequence > freed)
+            })
+    };
     // An access at offset 0 of a live object is in bounds for it and would not fault; when another
     // live object ends exactly there, its off-by-one overrun is the bug that explains the fault.
-    let boundary_overrun = overrun.as_ref().is_some_and(|(base, size, _, _)| {
+    let boundary_overrun = overrun.as_ref().is_some_and(|(base, size, ..)| {
         base.saturating_add(*size) == address
             && pick(true, true, true).is_some_and(|i| seen[i].base == address)
     });
@@ -197,7 +220,7 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
         (FaultVerdict::OutOfBounds, None)
     } else if let Some(i) = pick(true, true, true) {
         (FaultVerdict::InsideLiveObject, Some(i))
-    } else if let Some(i) = pick(false, true, true) {
+    } else if let Some(i) = pick(false, true, true).filter(|&i| !overrun_is_newer(i)) {
         (FaultVerdict::UseAfterFree, Some(i))
     } else if overrun.is_some() {
         (FaultVerdict::OutOfBounds, None)
@@ -235,7 +258,7 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
         ),
     };
     let mut candidates: Vec<Culprit> = Vec::new();
-    if let Some((base, size, key, name)) = &overrun {
+    if let Some((base, size, key, name, _)) = &overrun {
         if verdict == FaultVerdict::OutOfBounds {
             let s = Seen {
                 base: *base,
@@ -245,6 +268,7 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
                 live: true,
                 freed_at: None,
                 freed_frame: None,
+                freed_sequence: None,
             };
             let reason = format!(
                 "nearest live resource below the fault address; the address is {} bytes past its end",

@@ -285,3 +285,47 @@ fn off_by_one_into_an_adjacent_live_object_is_the_overrun_of_the_first() {
     assert_eq!(f.verdict, FaultVerdict::InsideLiveObject);
     assert_eq!(f.culprit.unwrap().name.as_deref(), Some("neighbour"));
 }
+
+#[test]
+fn freed_history_older_than_the_live_neighbour_is_an_overrun_not_a_use_after_free() {
+    let mut index = AddressIndex::default();
+    let now = Instant::now();
+    let mut seq = 0;
+    let mut at = |index: &mut AddressIndex, mut r: BindingRecord| {
+        seq += 1;
+        r.sequence = seq;
+        index.apply(&r, now);
+    };
+    // "old" lived at 0x2000..0x3000 and was freed; then "vertices" was bound right below it.
+    at(
+        &mut index,
+        ev(BindingKind::Bind, BUFFER, 1, 0x2000, 0x1000, "old"),
+    );
+    at(
+        &mut index,
+        ev(BindingKind::Unbind, BUFFER, 1, 0x2000, 0x1000, "old"),
+    );
+    at(
+        &mut index,
+        ev(BindingKind::Bind, BUFFER, 2, 0x1f00, 0x100, "vertices"),
+    );
+    let f = run(&index, now, 0x2000, 1);
+    assert_eq!(f.verdict, FaultVerdict::OutOfBounds, "{}", f.summary);
+    assert_eq!(f.culprit.unwrap().name.as_deref(), Some("vertices"));
+    // Far past the neighbour's end, inside the freed range: the stale tenant is the better story.
+    let f = run(&index, now, 0x2800, 1);
+    assert_eq!(f.verdict, FaultVerdict::UseAfterFree, "{}", f.summary);
+    assert_eq!(f.culprit.unwrap().name.as_deref(), Some("old"));
+    // Freed after the neighbour was bound: the freed object was the address's latest tenant.
+    at(
+        &mut index,
+        ev(BindingKind::Bind, BUFFER, 3, 0x2000, 0x100, "recent"),
+    );
+    at(
+        &mut index,
+        ev(BindingKind::Unbind, BUFFER, 3, 0x2000, 0x100, "recent"),
+    );
+    let f = run(&index, now, 0x2004, 1);
+    assert_eq!(f.verdict, FaultVerdict::UseAfterFree, "{}", f.summary);
+    assert_eq!(f.culprit.unwrap().name.as_deref(), Some("recent"));
+}

@@ -302,8 +302,18 @@ impl DeviceTracker {
                 Some(l) => t.name.as_deref() == Some(l),
                 None => t.object_type == vk::ObjectType::BUFFER,
             })
-            .find_map(|t| {
-                let at = self.uncovered_point(t.range)?;
+            .enumerate()
+            .find_map(|(newer, t)| {
+                // Objects freed after `t` that overlap it took its addresses over later: `t` must
+                // be the last tenant of the faulting address, so avoid their ranges too.
+                let later_tenants: Vec<Range> = self
+                    .freed
+                    .iter()
+                    .rev()
+                    .take(newer)
+                    .map(|n| n.range)
+                    .collect();
+                let at = self.uncovered_point(t.range, &later_tenants)?;
                 Some(Target {
                     fault_at: Some(at),
                     ..t.clone()
@@ -316,26 +326,44 @@ impl DeviceTracker {
         self.resources.values().filter_map(|r| r.bound)
     }
 
-    fn is_covered(&self, address: u64) -> bool {
+    fn is_covered(&self, address: u64, also: &[Range]) -> bool {
         self.live_resource_ranges()
+            .chain(also.iter().copied())
             .any(|r| address >= r.base && address - r.base < r.size)
     }
 
-    /// A 4-byte-aligned point of `range` that no live resource covers: the middle if free, else the
-    /// lowest free point (the range start or the end of a live resource inside it).
-    pub(crate) fn uncovered_point(&self, range: Range) -> Option<u64> {
+    /// A 4-byte-aligned point of `range` that no live resource (nor any range in `also`, its later
+    /// tenants) covers: the middle of the largest such gap, so the fault is not mistaken for an
+    /// off-by-one overrun of a live neighbour.
+    pub(crate) fn uncovered_point(&self, range: Range, also: &[Range]) -> Option<u64> {
         let end = range.base.saturating_add(range.size);
-        let middle = range.base + ((range.size / 2) & !3);
-        if !self.is_covered(middle) {
-            return Some(middle);
+        let mut covered: Vec<(u64, u64)> = self
+            .live_resource_ranges()
+            .chain(also.iter().copied())
+            .map(|r| {
+                (
+                    r.base.max(range.base),
+                    r.base.saturating_add(r.size).min(end),
+                )
+            })
+            .filter(|(lo, hi)| lo < hi)
+            .collect();
+        covered.sort_unstable();
+        let mut best: Option<(u64, u64)> = None; // largest gap (start, end)
+        let mut cursor = range.base;
+        for (lo, hi) in covered.into_iter().chain(std::iter::once((end, end))) {
+            if lo > cursor && best.is_none_or(|(s, e)| lo - cursor > e - s) {
+                best = Some((cursor, lo));
+            }
+            cursor = cursor.max(hi);
         }
-        std::iter::once(range.base)
-            .chain(
-                self.live_resource_ranges()
-                    .map(|r| (r.base.saturating_add(r.size) + 3) & !3),
-            )
-            .filter(|&p| p >= range.base && p < end && !self.is_covered(p))
-            .min()
+        let (gap_lo, gap_hi) = best?;
+        let point = (gap_lo + (gap_hi - gap_lo) / 2) & !3;
+        Some(if point >= gap_lo && point < gap_hi {
+            point
+        } else {
+            gap_lo
+        })
     }
 
     /// The live object an out-of-bounds or in-bounds fault blames: the most recently bound live object
@@ -358,7 +386,8 @@ impl DeviceTracker {
                 Some(l) => self.names.get(&(ty, h)).map(String::as_str) == Some(l),
                 None => {
                     ty == vk::ObjectType::BUFFER
-                        && !(free_end && self.is_covered(range.base.saturating_add(range.size)))
+                        && !(free_end
+                            && self.is_covered(range.base.saturating_add(range.size), &[]))
                 }
             })
             .max_by_key(|&(_, _, _, seq)| seq)
@@ -518,8 +547,8 @@ mod tests {
             .unwrap();
         let target = t.freed_target(None).unwrap();
         assert_eq!(target.handle, 21);
-        assert_eq!(target.fault_at, Some(mem.base + 0x1800));
-        // Fully reused: no use-after-free target until something frees up.
+        assert_eq!(target.fault_at, Some(mem.base + 0x1c00)); // middle of the free tail
+                                                              // Fully reused: no use-after-free target until something frees up.
         t.create_resource(vk::ObjectType::BUFFER, 23, 0x800);
         t.bind_resource(vk::ObjectType::BUFFER, 23, 10, 0x1800)
             .unwrap();

@@ -1,0 +1,196 @@
+//! Heap bytes of the reporter's data structures, measured with a counting global allocator:
+//! the binding ring per record, the address index per live binding at 1,000,000 live bindings, and
+//! that both stay bounded by their settings when the game binds more than that.
+//!
+//! `cargo run --release --example memory_footprint`
+//!
+//! The workload is the one `benches/resolve.rs` uses: 64 MiB `DEVICE_MEMORY` blocks, each holding
+//! 1,023 buffers in 64 KiB slots; buffers named with 16 characters, or not (wgpu's own BIND events).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use ash::vk;
+use bevy_gpu_crash_reporter::capture::{BindingKind, BindingRecord, BindingRing};
+use bevy_gpu_crash_reporter::index::{AddressIndex, IndexSettings};
+
+/// Counts live heap bytes and their peak.
+struct Counting;
+
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static PEAK_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator and only adds atomic bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK_BYTES.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            let now = LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed) + new_size;
+            PEAK_BYTES.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> usize {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+const SLOTS_PER_BLOCK: u64 = 1024;
+const SLOT: u64 = 64 * 1024;
+const BLOCK: u64 = SLOTS_PER_BLOCK * SLOT;
+const FIRST_BLOCK: u64 = 0x1_0000_0000;
+
+/// Event `i`: every 1024th a memory block, the others buffers inside it.
+fn bind(i: u64, named: bool) -> BindingRecord {
+    let block = i / SLOTS_PER_BLOCK;
+    let slot = i % SLOTS_PER_BLOCK;
+    let block_base = FIRST_BLOCK + block * BLOCK;
+    let mut r = if slot == 0 {
+        BindingRecord::new(
+            BindingKind::Bind,
+            vk::ObjectType::DEVICE_MEMORY,
+            0x7000_0000_0000 + block,
+            block_base,
+            BLOCK,
+        )
+    } else {
+        let r = BindingRecord::new(
+            BindingKind::Bind,
+            vk::ObjectType::BUFFER,
+            0x5a00_0000_0000 + i,
+            block_base + slot * SLOT,
+            4096 * (1 + (i * 7) % 16),
+        );
+        if named {
+            r.with_name(&format!("buf_{i:012}"))
+        } else {
+            r
+        }
+    };
+    r.sequence = i;
+    r.with_frame(i / 1000)
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn index_at_1m(named: bool) {
+    let before = live();
+    let mut index = AddressIndex::new(IndexSettings::default());
+    let now = Instant::now();
+    for i in 0..1_000_000 {
+        index.apply(&bind(i, named), now);
+    }
+    let bytes = live() - before;
+    println!(
+        "index, 1,000,000 live bindings ({}): {:.1} MiB heap, {:.0} bytes per live binding \
+         (freed {}, recent events {})",
+        if named { "16-char names" } else { "no names" },
+        mib(bytes),
+        bytes as f64 / index.live_len() as f64,
+        index.freed_len(),
+        index.recent_events().len(),
+    );
+}
+
+/// Binds 1.5x the live bound, then unbinds and rebinds 1,000,000 more: the heap must stop growing at
+/// the bounds (live, freed, recent events) the settings give.
+fn index_bounded() {
+    let settings = IndexSettings::default();
+    let before = live();
+    let mut index = AddressIndex::new(settings.clone());
+    let now = Instant::now();
+    let max = settings.max_live_bindings as u64;
+    let mut at_max = 0;
+    for i in 0..max * 3 / 2 {
+        index.apply(&bind(i, true), now);
+        if i + 1 == max {
+            at_max = live() - before;
+        }
+    }
+    let over = live() - before;
+    // Churn: unbind one live buffer and bind a new one, 1,000,000 times.
+    let mut churned = 0u64;
+    let mut i = 1u64;
+    let mut next = max * 3 / 2;
+    while churned < 1_000_000 {
+        if i % SLOTS_PER_BLOCK != 0 {
+            let mut r = bind(i, true);
+            r.kind = BindingKind::Unbind;
+            index.apply(&r, now);
+            churned += 1;
+        }
+        i += 1;
+        // A new buffer takes the freed slot in the live set (beyond max it would be dropped).
+        while next % SLOTS_PER_BLOCK == 0 {
+            next += 1;
+        }
+        index.apply(&bind(next, true), now);
+        next += 1;
+    }
+    let after_churn = live() - before;
+    let stats = index.stats();
+    println!(
+        "index bounded by settings (max_live {}, max_freed {}, max_recent {}): heap {:.1} MiB at \
+         max live, {:.1} MiB after 1.5x max binds ({} not indexed), {:.1} MiB after 1,000,000 more \
+         unbind+bind ({} live, {} freed kept, {} evicted)",
+        settings.max_live_bindings,
+        settings.max_freed_bindings,
+        settings.max_recent_events,
+        mib(at_max),
+        mib(over),
+        stats.live_overflow,
+        mib(after_churn),
+        index.live_len(),
+        index.freed_len(),
+        stats.freed_evicted,
+    );
+}
+
+fn main() {
+    println!(
+        "BindingRecord: {} bytes; ring slot: 128 bytes (sequence + record, 128-byte aligned)",
+        std::mem::size_of::<BindingRecord>()
+    );
+    for capacity in [32_768usize, 1 << 20] {
+        let before = live();
+        let (ring, consumer) = BindingRing::with_capacity(capacity);
+        let bytes = live() - before;
+        println!(
+            "ring, capacity {}: {:.2} MiB heap, {:.1} bytes per record slot",
+            ring.capacity(),
+            mib(bytes),
+            bytes as f64 / ring.capacity() as f64
+        );
+        drop((ring, consumer));
+    }
+    index_at_1m(true);
+    index_at_1m(false);
+    index_bounded();
+    println!(
+        "peak heap of this process: {:.1} MiB",
+        mib(PEAK_BYTES.load(Ordering::Relaxed))
+    );
+}
