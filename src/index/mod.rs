@@ -70,6 +70,21 @@ impl Default for IndexSettings {
     }
 }
 
+/// A resource's range with what the index knows of it (see [`AddressIndex::nearest_resource_below`]).
+#[derive(Clone, Debug)]
+pub struct ResourceRange {
+    /// First address.
+    pub base: u64,
+    /// Length in bytes.
+    pub size: u64,
+    /// The object.
+    pub key: ObjectKey,
+    /// Its name, if known.
+    pub name: Option<Arc<str>>,
+    /// Ring sequence of its bind (0 when only its unbind was seen).
+    pub bound_sequence: u64,
+}
+
 /// A range that is backed by an object now.
 #[derive(Clone, Debug)]
 pub struct LiveBinding {
@@ -252,14 +267,13 @@ impl AddressIndex {
         found
     }
 
-    /// The resource (not memory) range that was live at ring position `as_of` (now, when `None`) and
-    /// ends closest at or below `address`: `(base, size, key, name)`.
-    /// The last element is the ring sequence of the bind (0 when only the unbind was seen).
+    /// The resource (not memory) that was live at ring position `as_of` (now, when `None`) and ends
+    /// closest at or below `address`: the object an overrun most likely came from.
     pub fn nearest_resource_below(
         &self,
         address: u64,
         as_of: Option<u64>,
-    ) -> Option<(u64, u64, ObjectKey, Option<Arc<str>>, u64)> {
+    ) -> Option<ResourceRange> {
         let memory = vk::ObjectType::DEVICE_MEMORY.as_raw();
         let live = self
             .live
@@ -267,10 +281,14 @@ impl AddressIndex {
                 b.key.object_type != memory && as_of.is_none_or(|cut| b.bound_sequence < cut)
             })
             .and_then(|id| self.live.get(id))
-            .map(|(base, size, b)| {
-                let name = self.names.get(&b.key).cloned();
-                (base, size, b.key, name, b.bound_sequence)
+            .map(|(base, size, b)| ResourceRange {
+                base,
+                size,
+                key: b.key,
+                name: self.names.get(&b.key).cloned(),
+                bound_sequence: b.bound_sequence,
             });
+        // Freed by the teardown after the cut-off: it was live when the GPU faulted.
         let freed_then_live = as_of
             .and_then(|cut| {
                 self.freed.nearest_ending_at_or_below_where(address, |f| {
@@ -278,19 +296,17 @@ impl AddressIndex {
                 })
             })
             .and_then(|id| self.freed.get(id))
-            .map(|(base, size, f)| {
-                (
-                    base,
-                    size,
-                    f.key,
-                    f.name.clone(),
-                    f.bound_sequence.unwrap_or(0),
-                )
+            .map(|(base, size, f)| ResourceRange {
+                base,
+                size,
+                key: f.key,
+                name: f.name.clone(),
+                bound_sequence: f.bound_sequence.unwrap_or(0),
             });
         [live, freed_then_live]
             .into_iter()
             .flatten()
-            .max_by_key(|(base, size, ..)| range_end(*base, *size))
+            .max_by_key(|r| range_end(r.base, r.size))
     }
 
     /// The live range ending closest at or below `address`.

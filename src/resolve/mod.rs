@@ -181,39 +181,37 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
         })
     };
 
-    let overrun =
-        ctx.index
-            .nearest_resource_below(address, ctx.as_of)
-            .filter(|(base, size, ..)| {
-                let end = base.saturating_add(*size);
-                // Within reach, or inside a memory block that also holds the resource.
-                address - end <= OVERRUN_REACH
-                    || seen.iter().any(|m| {
-                        m.live
-                            && is_memory(m.key)
-                            && contains(m)
-                            && m.base <= *base
-                            && end <= m.base.saturating_add(m.size)
-                    })
-            });
+    let overrun = ctx
+        .index
+        .nearest_resource_below(address, ctx.as_of)
+        .filter(|r| {
+            let (base, end) = (&r.base, r.base.saturating_add(r.size));
+            // Within reach, or inside a memory block that also holds the resource.
+            address - end <= OVERRUN_REACH
+                || seen.iter().any(|m| {
+                    m.live
+                        && is_memory(m.key)
+                        && contains(m)
+                        && m.base <= *base
+                        && end <= m.base.saturating_add(m.size)
+                })
+        });
 
     // A freed range over the address is old history when the live resource just below was bound
     // after that free: the allocator reorganised the region, and the overrun explains the fault.
     // Freed after the neighbour was bound, the freed object was the address's latest tenant.
     let overrun_is_newer = |i: usize| {
-        overrun
-            .as_ref()
-            .is_some_and(|(base, size, .., bound_sequence)| {
-                address - base.saturating_add(*size) <= ADJACENT_OVERRUN
-                    && seen[i]
-                        .freed_sequence
-                        .is_some_and(|freed| *bound_sequence > freed)
-            })
+        overrun.as_ref().is_some_and(|r| {
+            address - r.base.saturating_add(r.size) <= ADJACENT_OVERRUN
+                && seen[i]
+                    .freed_sequence
+                    .is_some_and(|freed| r.bound_sequence > freed)
+        })
     };
     // An access at offset 0 of a live object is in bounds for it and would not fault; when another
     // live object ends exactly there, its off-by-one overrun is the bug that explains the fault.
-    let boundary_overrun = overrun.as_ref().is_some_and(|(base, size, ..)| {
-        base.saturating_add(*size) == address
+    let boundary_overrun = overrun.as_ref().is_some_and(|r| {
+        r.base.saturating_add(r.size) == address
             && pick(true, true, true).is_some_and(|i| seen[i].base == address)
     });
     let (verdict, winner) = if boundary_overrun {
@@ -258,13 +256,14 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
         ),
     };
     let mut candidates: Vec<Culprit> = Vec::new();
-    if let Some((base, size, key, name, _)) = &overrun {
+    if let Some(r) = &overrun {
         if verdict == FaultVerdict::OutOfBounds {
+            let (base, size) = (&r.base, &r.size);
             let s = Seen {
-                base: *base,
-                size: *size,
-                key: *key,
-                name: name.as_deref().map(str::to_owned),
+                base: r.base,
+                size: r.size,
+                key: r.key,
+                name: r.name.as_deref().map(str::to_owned),
                 live: true,
                 freed_at: None,
                 freed_frame: None,
