@@ -290,7 +290,7 @@ pub fn add_hang_info(
                     f.freed_at.saturating_duration_since(submitted_at).as_millis()
                 ),
                 opaque_capture_address: None,
-                capture_replay_note: None,
+                capture_replay_note: Some(crate::resolve::CAPTURE_REPLAY_UNAVAILABLE.to_owned()),
             }
         })
         .collect();

@@ -63,7 +63,7 @@ fn event_has_exception_gpu_context_tags_breadcrumbs_and_extra() {
     assert_eq!(gpu["vendor_name"], "NVIDIA");
     assert_eq!(gpu["driver_version"], "580.159.04");
     assert_eq!(gpu["api_type"], "Vulkan");
-    assert!(gpu.get("memory_size").is_none());
+    assert_eq!(gpu["memory_size"], 143_771, "device-local MiB");
 
     let fault = &e["contexts"]["gpu_fault"];
     assert_eq!(fault["type"], "gpu_fault");

@@ -249,7 +249,7 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> V
             vendor_id: (gpu.vendor_id != 0).then(|| gpu.vendor_id.to_string()),
             vendor_name: (!gpu.vendor_name.is_empty()).then(|| gpu.vendor_name.clone()),
             // `GpuCrashCapabilities` has no memory size yet: left out rather than guessed.
-            memory_size: None,
+            memory_size: (gpu.memory_size_mb > 0).then_some(gpu.memory_size_mb as u32),
             api_type: Some("Vulkan".to_owned()),
             ..Default::default()
         })),

@@ -22,6 +22,12 @@ pub const OVERRUN_REACH: u64 = 64 * 1024;
 /// left, explains the fault better than that stale tenant (off-by-one rows, a missing bounds check).
 pub const ADJACENT_OVERRUN: u64 = 256;
 
+/// Why culprits carry no opaque capture address: wgpu 29 allocates through gpu-allocator, which sets
+/// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` at most, never `..._CAPTURE_REPLAY_BIT`; for such memory
+/// `vkGetDeviceMemoryOpaqueCaptureAddress` is undefined (the H200 returned 0, FACTS.md).
+pub const CAPTURE_REPLAY_UNAVAILABLE: &str = "not recorded: wgpu's allocator does not allocate memory \
+     with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT, so no opaque capture address exists for it";
+
 /// One faulting address as the driver reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultAddress {
@@ -137,7 +143,7 @@ impl ResolveContext<'_> {
             bytes_past_end: (seen.live && address >= end).then(|| address - end),
             reason,
             opaque_capture_address: None,
-            capture_replay_note: None,
+            capture_replay_note: Some(CAPTURE_REPLAY_UNAVAILABLE.to_owned()),
         }
     }
 }

@@ -28,6 +28,9 @@ pub struct GpuCrashCapabilities {
     pub driver_version: String,
     /// Device Vulkan API version, e.g. "1.3.230".
     pub api_version: String,
+    /// Device-local memory in MiB (sum of `DEVICE_LOCAL` heaps), for Sentry's `gpu.memory_size`.
+    #[serde(default)]
+    pub memory_size_mb: u64,
     /// `VK_EXT_debug_utils` enabled on the instance (needed for the binding messenger).
     pub debug_utils: bool,
     /// Our address-binding messenger is registered.

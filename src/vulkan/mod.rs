@@ -276,6 +276,7 @@ impl VulkanSetup {
             driver_version_raw: properties.driver_version,
             driver_version: decode_driver_version(properties.vendor_id, properties.driver_version),
             api_version: decode_api_version(properties.api_version),
+            memory_size_mb: device_local_mib(instance, physical_device),
             debug_utils,
             binding_messenger: messenger.is_some(),
             address_binding_report: enabled.report_address_binding,
@@ -294,6 +295,19 @@ impl VulkanSetup {
         outcome.messenger = messenger;
         outcome.feature_chain = Some(chain);
     }
+}
+
+/// Sum of the device-local heaps in MiB.
+fn device_local_mib(instance: &ash::Instance, physical_device: vk::PhysicalDevice) -> u64 {
+    // SAFETY: valid instance and physical device handles from wgpu.
+    let memory = unsafe { instance.get_physical_device_memory_properties(physical_device) };
+    memory
+        .memory_heaps_as_slice()
+        .iter()
+        .filter(|heap| heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+        .map(|heap| heap.size)
+        .sum::<u64>()
+        / (1024 * 1024)
 }
 
 /// Driver name and info from `VkPhysicalDeviceDriverProperties` (Vulkan 1.2), empty before that.

@@ -42,6 +42,7 @@ pub fn h200() -> GpuCrashCapabilities {
         driver_version_raw: 0x9127_c100,
         driver_version: "580.159.4.0".into(),
         api_version: "1.4.312".into(),
+        memory_size_mb: 143_771,
         debug_utils: true,
         binding_messenger: true,
         address_binding_report: true,
