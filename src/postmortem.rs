@@ -479,6 +479,77 @@ mod tests {
         }
     }
 
+    fn context(
+        capabilities: &GpuCrashCapabilities,
+        application: &ApplicationInfo,
+    ) -> CrashContext<'static> {
+        CrashContext {
+            capabilities: Box::leak(Box::new(capabilities.clone())),
+            application: Box::leak(Box::new(application.clone())),
+            frame: 9,
+            binding_events_dropped: 0,
+            allocator_blocks: None,
+            progress: None,
+            as_of: None,
+        }
+    }
+
+    #[test]
+    fn zero_address_infos_still_give_a_report_that_says_so() {
+        let capabilities = GpuCrashCapabilities {
+            gpu_name: "Test GPU".into(),
+            device_fault_ext: true,
+            ..Default::default()
+        };
+        let mut index = AddressIndex::default();
+        let raw = RawFaultInfo {
+            description: Some("page fault".into()),
+            ..Default::default()
+        };
+        let (report, binary) = build_report(
+            CrashKind::DeviceLost,
+            raw,
+            &mut index,
+            &context(&capabilities, &ApplicationInfo::default()),
+        );
+        assert!(report.faults.is_empty());
+        assert!(binary.is_none());
+        assert_eq!(report.summary, "GPU device lost on Test GPU: page fault");
+        assert!(report
+            .notes
+            .iter()
+            .any(|n| n == "the driver reported no fault address"));
+    }
+
+    #[test]
+    fn malformed_vendor_binary_is_kept_raw_with_the_reason() {
+        let capabilities = GpuCrashCapabilities::default();
+        let mut index = AddressIndex::default();
+        let raw = RawFaultInfo {
+            vendor_binary: Some(vec![0xff; 20]),
+            ..Default::default()
+        };
+        let (report, binary) = build_report(
+            CrashKind::DeviceLost,
+            raw,
+            &mut index,
+            &context(&capabilities, &ApplicationInfo::default()),
+        );
+        assert_eq!(
+            binary.as_deref(),
+            Some(&[0xff; 20][..]),
+            "the bytes are kept"
+        );
+        let info = report.vendor_binary.unwrap();
+        assert_eq!(info.size, 20);
+        assert!(info.header.is_none());
+        assert!(info.parse_error.unwrap().contains("shorter than"));
+        assert!(report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("vendor binary kept raw")));
+    }
+
     #[test]
     fn progress_reports_the_oldest_pending_frame() {
         let p = GpuProgress::default();

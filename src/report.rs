@@ -362,10 +362,14 @@ pub fn write_report(
             .with_extension("vendor.bin")
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
-        if let Some(name) = &name {
-            write_atomically(&dir.join(name), bytes)?;
+        // The JSON matters more than the vendor dump: a failed dump write is noted, not fatal.
+        match name.as_ref().map(|n| write_atomically(&dir.join(n), bytes)) {
+            Some(Ok(())) => info.file_name = name,
+            Some(Err(err)) => report.notes.push(format!(
+                "vendor binary could not be written next to the report: {err}"
+            )),
+            None => {}
         }
-        info.file_name = name;
     }
     let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
     write_atomically(&path, &json)?;
@@ -399,6 +403,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Reads a report back.
+#[doc(alias = "load_report")]
 pub fn read_report(path: &Path) -> std::io::Result<CrashReport> {
     let bytes = std::fs::read(path)?;
     serde_json::from_slice(&bytes).map_err(std::io::Error::other)
@@ -450,5 +455,58 @@ mod hex_pair {
         let [lo, hi] = <[String; 2]>::deserialize(d)?;
         let parse = |t: &str| super::hex::parse(t).map_err(serde::de::Error::custom);
         Ok([parse(&lo)?, parse(&hi)?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> CrashReport {
+        CrashReport {
+            schema_version: SCHEMA_VERSION,
+            id: "0123456789abcdef0123456789abcdef".into(),
+            kind: CrashKind::DeviceLost,
+            timestamp_ms: 1,
+            time: "1970-01-01T00:00:00.001Z".into(),
+            summary: "s".into(),
+            faults: vec![],
+            gpu: GpuCrashCapabilities::default(),
+            description: None,
+            vendor_infos: vec![],
+            vendor_binary: Some(VendorBinaryInfo {
+                size: 3,
+                file_name: None,
+                header: None,
+                parse_error: None,
+            }),
+            shader_abort_message: None,
+            binding_events_dropped: 0,
+            index_stats: IndexStats::default(),
+            recent_events: vec![],
+            frame: 0,
+            application: ApplicationInfo::default(),
+            drill: None,
+            notes: vec![],
+            hang: None,
+            frames: vec![],
+        }
+    }
+
+    #[test]
+    fn round_trips_with_hex_addresses_and_a_sibling_vendor_binary() {
+        let dir = std::env::temp_dir().join(format!("gcr-report-{}", std::process::id()));
+        let mut r = report();
+        let path = write_report(&dir, &mut r, Some(&[1, 2, 3])).unwrap();
+        let back = read_report(&path).unwrap();
+        assert_eq!(back, r);
+        let name = back.vendor_binary.unwrap().file_name.unwrap();
+        assert_eq!(std::fs::read(dir.join(name)).unwrap(), [1, 2, 3]);
+        assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp-")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

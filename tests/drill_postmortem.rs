@@ -291,6 +291,48 @@ fn unwritable_report_dir_gives_a_clear_line_and_no_panic() {
 }
 
 #[test]
+fn full_disk_gives_a_clear_line_and_no_panic() {
+    // A file-size limit of 4 KiB makes writes fail with EFBIG, as ENOSPC would on a full disk: the
+    // report JSON (several KiB) cannot be written. SIGXFSZ is ignored so the write fails instead of
+    // killing the process; both settings survive the exec into the child.
+    let dir = common::scratch_dir("drill-full");
+    let reports = dir.join("reports");
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 8; exec \"$0\" \"$@\"")
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_app", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
+        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
+        .env("GPU_CRASH_DRILL", "use-after-free")
+        .env("GPU_CRASH_REPORT_DIR", &reports)
+        .env("MESA_SHADER_CACHE_DISABLE", "true")
+        .env_remove("SENTRY_DSN");
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("GPU crash report could NOT be written"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("File too large"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let leftovers: Vec<_> = std::fs::read_dir(&reports)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        leftovers
+            .iter()
+            .all(|n| !n.to_string_lossy().ends_with(".json")),
+        "no half-written report: {leftovers:?}"
+    );
+}
+
+#[test]
 fn report_is_on_disk_and_kept_in_the_outbox_when_the_server_is_unreachable() {
     // Port 9 on loopback: nothing listens, the upload fails fast.
     let run = drill(
