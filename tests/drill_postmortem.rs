@@ -5,6 +5,9 @@
 //! child (`child_app`) with the drill's environment; the parent reads the report the child wrote.
 
 mod common;
+#[path = "deliver_support/mod.rs"]
+#[allow(dead_code)]
+mod deliver_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -288,6 +291,78 @@ fn unwritable_report_dir_gives_a_clear_line_and_no_panic() {
         stderr.contains("GPU fault:"),
         "the verdict is still printed: {stderr}"
     );
+}
+
+/// Every drill scenario, uploaded by the child itself, lands in a real Bugsink as an event a
+/// developer can act on (checked through Bugsink's REST API).
+#[test]
+fn each_drill_scenario_lands_in_bugsink() {
+    let server = deliver_support::bugsink("drill_postmortem");
+    for (scenario, kind, verdict) in [
+        (
+            "use-after-free",
+            "VK_ERROR_DEVICE_LOST",
+            Some("use_after_free"),
+        ),
+        (
+            "out-of-bounds:test_vertex_pool",
+            "VK_ERROR_DEVICE_LOST",
+            Some("out_of_bounds"),
+        ),
+        (
+            "in-bounds:test_vertex_pool",
+            "VK_ERROR_DEVICE_LOST",
+            Some("inside_live_object"),
+        ),
+        ("hang", "GPU_HANG", None),
+    ] {
+        let run = drill(
+            &format!("bugsink-{}", scenario.replace(':', "-")),
+            "ext",
+            scenario,
+            &[("SENTRY_DSN", server.dsn.as_str())],
+        );
+        let report = run.only_report();
+        let stored = server.event(&report.id).unwrap_or_else(|| {
+            panic!(
+                "{scenario}: event {} not in Bugsink:\n{}",
+                report.id,
+                run.stderr()
+            )
+        });
+        let event = &stored["data"];
+        assert_eq!(event["level"], "fatal", "{scenario}");
+        assert_eq!(event["exception"]["values"][0]["type"], kind, "{scenario}");
+        assert_eq!(
+            event["exception"]["values"][0]["value"],
+            report.summary.as_str()
+        );
+        assert_eq!(event["contexts"]["gpu"]["api_type"], "Vulkan");
+        assert!(event["contexts"]["gpu"]["name"]
+            .as_str()
+            .unwrap()
+            .contains("llvmpipe"));
+        assert_eq!(event["tags"]["drill"], scenario, "{scenario}");
+        if let Some(verdict) = verdict {
+            assert_eq!(event["tags"]["gpu.verdict"], verdict, "{scenario}");
+            let fingerprint = event["fingerprint"].to_string();
+            assert!(fingerprint.contains(verdict), "{fingerprint}");
+            assert!(
+                !fingerprint.contains("0x1"),
+                "no addresses in the fingerprint: {fingerprint}"
+            );
+        }
+        // Delivered means gone from the outbox.
+        let outbox = run.dir.join("reports").join("outbox");
+        let pending = std::fs::read_dir(&outbox)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "envelope"))
+                    .count()
+            })
+            .unwrap_or(0);
+        assert_eq!(pending, 0, "{scenario}: envelope left behind after a 2xx");
+    }
 }
 
 #[test]
