@@ -228,7 +228,12 @@ impl Plugin for GpuCrashReporterPlugin {
             })
             .add_systems(
                 First,
-                (advance_capture_frame, keep_error_hook, start_watchdog),
+                (
+                    advance_capture_frame,
+                    // Exclusive, so only when the app swaps the handler after we installed ours.
+                    keep_error_hook.run_if(resource_exists_and_changed::<RenderErrorHandler>),
+                    start_watchdog,
+                ),
             );
     }
 
@@ -319,9 +324,7 @@ fn hook_render_errors(world: &mut World) {
 }
 
 fn keep_error_hook(world: &mut World) {
-    if world.contains_resource::<RenderErrorHandler>() {
-        hook_render_errors(world);
-    }
+    hook_render_errors(world);
 }
 
 fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) -> RenderErrorPolicy {

@@ -20,3 +20,30 @@ fn added_after_render_plugin_reports_how_to_fix_the_order() {
     // The renderer still works, without our capabilities.
     assert!(app.world().get_resource::<GpuCrashCapabilities>().is_none());
 }
+
+/// An app that installs its own `RenderErrorHandler` after startup keeps its policy, and our report
+/// still runs first: the hook re-wraps whatever handler is current.
+#[test]
+fn an_app_handler_installed_later_is_wrapped_not_replaced() {
+    use bevy::render::error_handler::{RenderErrorHandler, RenderErrorPolicy};
+    common::use_lavapipe();
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin::default())
+        .add_plugins(common::headless_default_plugins());
+    common::finish(&mut app);
+    app.update();
+    fn app_policy(
+        _: &bevy::render::error_handler::RenderError,
+        _: &mut World,
+        _: &mut World,
+    ) -> RenderErrorPolicy {
+        RenderErrorPolicy::StopRendering
+    }
+    app.insert_resource(RenderErrorHandler(app_policy));
+    app.update();
+    let installed = app.world().resource::<RenderErrorHandler>().0 as usize;
+    assert_ne!(
+        installed, app_policy as usize,
+        "ours must be in front again"
+    );
+}
