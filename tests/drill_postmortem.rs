@@ -6,7 +6,6 @@
 
 mod common;
 #[path = "deliver_support/mod.rs"]
-#[allow(dead_code)]
 mod deliver_support;
 
 use std::path::{Path, PathBuf};
