@@ -41,9 +41,10 @@ fn an_app_handler_installed_later_is_wrapped_not_replaced() {
     }
     app.insert_resource(RenderErrorHandler(app_policy));
     app.update();
-    let installed = app.world().resource::<RenderErrorHandler>().0 as usize;
+    let installed = app.world().resource::<RenderErrorHandler>().0;
+    let theirs = RenderErrorHandler(app_policy).0;
     assert_ne!(
-        installed, app_policy as usize,
+        installed as usize, theirs as usize,
         "ours must be in front again"
     );
 }
