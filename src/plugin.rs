@@ -348,21 +348,17 @@ fn report_device_lost(error: &RenderError, main: &mut World) {
     };
     if postmortem
         .progress
-        .crash_reported
+        .loss_reported
         .swap(true, std::sync::atomic::Ordering::AcqRel)
     {
-        return; // the watchdog or an earlier loss already reported this crash
+        return; // an earlier loss already reported this crash (a hang report does not count:
+                // the loss comes with the driver's fault info)
     }
     let capabilities = main
         .get_resource::<GpuCrashCapabilities>()
         .cloned()
         .unwrap_or_default();
-    let mut raw = crate::vulkan::query_device_fault(
-        device.wgpu_device(),
-        &capabilities,
-        Duration::ZERO,
-        true,
-    );
+    let mut raw = query_fault_bounded(&device, &capabilities, Duration::ZERO, true);
     if raw.description.is_none() && !error.description.is_empty() {
         raw.notes.push(format!("wgpu: {}", error.description));
     }
@@ -381,6 +377,31 @@ fn report_device_lost(error: &RenderError, main: &mut World) {
     );
 }
 
+/// Longest wait for wgpu or the driver while building a report (their locks may be held by a render
+/// thread stuck on the GPU).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// [`crate::vulkan::query_device_fault`] on its own thread, for at most [`QUERY_TIMEOUT`] plus the
+/// KHR wait.
+fn query_fault_bounded(
+    device: &RenderDevice,
+    capabilities: &GpuCrashCapabilities,
+    khr_timeout: Duration,
+    device_lost: bool,
+) -> crate::vulkan::fault::RawFaultInfo {
+    let (device, caps) = (device.clone(), capabilities.clone());
+    postmortem::with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
+        crate::vulkan::query_device_fault(device.wgpu_device(), &caps, khr_timeout, device_lost)
+    })
+    .unwrap_or_else(|| crate::vulkan::fault::RawFaultInfo {
+        notes: vec![format!(
+            "the fault query did not return within {} s (driver or wgpu blocked)",
+            (QUERY_TIMEOUT + khr_timeout).as_secs()
+        )],
+        ..Default::default()
+    })
+}
+
 /// Builds, writes and announces a report; returns its path when it reached the disk.
 #[allow(clippy::too_many_arguments)]
 fn write_crash_report(
@@ -394,10 +415,14 @@ fn write_crash_report(
     as_of: Option<u64>,
 ) -> Option<PathBuf> {
     let watchdog_timeout = raw.watchdog_timeout;
-    let allocator_blocks = device
-        .wgpu_device()
-        .generate_allocator_report()
-        .map(|r| allocator_names::blocks_of(&r));
+    let allocator_device = device.clone();
+    let allocator_blocks = postmortem::with_timeout(QUERY_TIMEOUT, move || {
+        allocator_device
+            .wgpu_device()
+            .generate_allocator_report()
+            .map(|r| allocator_names::blocks_of(&r))
+    })
+    .flatten();
     let ctx = CrashContext {
         capabilities,
         application: &postmortem.application,
@@ -510,37 +535,25 @@ fn start_watchdog(
     let tick =
         (postmortem.hang_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
     let check = move || {
-        let Some(stall) = postmortem_state.progress.stall() else {
-            return false;
-        };
-        let stalled = stall.1.elapsed();
-        if stalled > tick * 4 {
-            // Let wgpu run completion callbacks even if the app stopped submitting; a lost device may
-            // panic inside poll, which must not take the watchdog down.
-            let device = device.clone();
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
-            }));
-        }
-        let Some(stall) = postmortem_state.progress.stall() else {
-            return false;
-        };
-        if stall.1.elapsed() < postmortem_state.hang_timeout {
-            return false;
-        }
-        if postmortem_state
+        // No wgpu call here: on a real fault the render thread is stuck inside wgpu, and polling
+        // would block behind it (H200 validation). Completions arrive with later submits.
+        let Some(stall) = postmortem_state
             .progress
-            .crash_reported
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
+            .is_hung(postmortem_state.hang_timeout)
+        else {
+            return false;
+        };
+        let progress = &postmortem_state.progress;
+        if progress
+            .loss_reported
+            .load(std::sync::atomic::Ordering::Acquire)
+            || progress
+                .hang_reported
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
         {
             return true;
         }
-        let raw = crate::vulkan::query_device_fault(
-            device.wgpu_device(),
-            &capabilities,
-            Duration::from_millis(100),
-            false,
-        );
+        let raw = query_fault_bounded(&device, &capabilities, Duration::from_millis(100), false);
         let path = write_crash_report(
             CrashKind::GpuHang,
             raw,
@@ -555,7 +568,7 @@ fn start_watchdog(
             if path.is_none() {
                 error!("GPU hang: exiting although the report could not be written");
             }
-            std::process::exit(code);
+            postmortem::exit_now(code);
         }
         true
     };

@@ -59,30 +59,48 @@ pub fn report_dir(setting: Option<&Path>, application: &str) -> PathBuf {
 /// GPU progress as the render world reports it: which frame was submitted when, which completed.
 #[derive(Default)]
 pub struct GpuProgress {
-    submitted: AtomicU64,
-    completed: AtomicU64,
+    /// Frames submitted and not yet completed, oldest first (bounded by [`MAX_PENDING`]; the oldest
+    /// are kept, since the oldest stalled submit is what a hang is measured from).
+    pending: Mutex<std::collections::VecDeque<(u64, Instant)>>,
+    /// The last frames for the report's timeline.
     timeline: Mutex<std::collections::VecDeque<(u64, Instant, Option<Instant>)>>,
-    /// Set once a device loss or hang has been reported, so the other path stays quiet.
-    pub crash_reported: AtomicBool,
+    /// Set once a hang report was written.
+    pub hang_reported: AtomicBool,
+    /// Set once a device-loss report was written.
+    pub loss_reported: AtomicBool,
 }
 
 /// Frames of history kept for the report's timeline.
 const TIMELINE_FRAMES: usize = 32;
+/// Pending frames tracked (wgpu itself blocks after 4,096 frames in flight on the H200).
+const MAX_PENDING: usize = 8_192;
 
 impl GpuProgress {
     /// Records that `frame`'s GPU work was submitted now.
     pub fn submitted(&self, frame: u64) {
+        let now = Instant::now();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.len() < MAX_PENDING {
+                pending.push_back((frame, now));
+            }
+        }
         let mut timeline = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
         if timeline.len() >= TIMELINE_FRAMES {
             timeline.pop_front();
         }
-        timeline.push_back((frame, Instant::now(), None));
-        self.submitted.store(frame, Ordering::Release);
+        timeline.push_back((frame, now, None));
     }
 
     /// Records that `frame`'s GPU work completed (wgpu's `on_submitted_work_done`).
     pub fn completed(&self, frame: u64) {
         let now = Instant::now();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            while pending.front().is_some_and(|&(f, _)| f <= frame) {
+                pending.pop_front();
+            }
+        }
         let mut timeline = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
         for entry in timeline
             .iter_mut()
@@ -90,19 +108,22 @@ impl GpuProgress {
         {
             entry.2 = Some(now);
         }
-        self.completed.fetch_max(frame, Ordering::AcqRel);
     }
 
     /// `(oldest pending frame, its submit time, pending count)` when work is outstanding.
     pub fn stall(&self) -> Option<(u64, Instant, u64)> {
-        let submitted = self.submitted.load(Ordering::Acquire);
-        let completed = self.completed.load(Ordering::Acquire);
-        if submitted <= completed {
-            return None;
-        }
-        let timeline = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
-        let (frame, at, _) = *timeline.iter().find(|e| e.2.is_none() && e.0 > completed)?;
-        Some((frame, at, submitted - completed))
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let &(frame, at) = pending.front()?;
+        Some((frame, at, pending.len() as u64))
+    }
+
+    /// True when the oldest pending work counts as hung: older than `timeout`, and either a later
+    /// submit has come (whose maintenance would have completed it, were the GPU done) or it is far
+    /// older than `timeout` (the app stopped submitting altogether).
+    pub fn is_hung(&self, timeout: Duration) -> Option<(u64, Instant, u64)> {
+        let stall = self.stall()?;
+        let age = stall.1.elapsed();
+        (age >= timeout && (stall.2 >= 2 || age >= timeout * 3)).then_some(stall)
     }
 
     /// The timeline for a report.
@@ -118,6 +139,34 @@ impl GpuProgress {
             })
             .collect()
     }
+}
+
+/// Runs `work` on its own thread and waits at most `timeout`: at crash time wgpu's locks may be
+/// held by a render thread stuck on the GPU, and the report must not wait with it.
+pub fn with_timeout<T: Send + 'static>(
+    timeout: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("gpu-crash-query".into())
+        .spawn(move || {
+            let _ = send.send(work());
+        })
+        .ok()?;
+    receive.recv_timeout(timeout).ok()
+}
+
+/// Ends the process at once with `code`, without running exit handlers: after a GPU hang other
+/// threads are inside the driver, and tearing it down under them crashed (exit 139 on the H200).
+pub fn exit_now(code: i32) -> ! {
+    #[cfg(unix)]
+    // SAFETY: `_exit` only ends the process; the report is already fsynced to disk.
+    unsafe {
+        libc::_exit(code)
+    }
+    #[cfg(not(unix))]
+    std::process::exit(code)
 }
 
 /// Everything a report needs besides the fault data.
@@ -267,9 +316,26 @@ pub fn add_hang_info(
     let memory = ash::vk::ObjectType::DEVICE_MEMORY.as_raw();
     // Earliest after the submit first: a resource freed while the GPU still used it is freed right
     // after the work that uses it was submitted (FACTS: descriptor use-after-free hangs the H200).
-    let mut suspects: Vec<Culprit> = index
+    // A freed resource whose memory is unmapped too can really fault; one suballocated from a
+    // block that is still bound reads or writes mapped memory and cannot (H200 validation).
+    let unmapped = |base: u64| {
+        !index
+            .live_overlapping(base, base)
+            .iter()
+            .any(|(_, _, b)| b.key.object_type == memory)
+    };
+    let mut freed: Vec<_> = index
         .freed_bindings()
         .filter(|(_, _, f)| f.freed_at >= since && f.key.object_type != memory)
+        .collect();
+    freed.sort_by_key(|(base, _, f)| (!unmapped(*base), f.freed_sequence));
+    let mut seen_names = std::collections::HashSet::new();
+    let mut suspects: Vec<Culprit> = freed
+        .into_iter()
+        .filter(|(_, _, f)| match &f.name {
+            Some(name) => seen_names.insert(name.clone()),
+            None => true,
+        })
         .take(16)
         .map(|(base, size, f)| {
             let name = f.name.as_deref().map(str::to_owned);
@@ -286,8 +352,16 @@ pub fn add_hang_info(
                 freed_frames_ago: Some(report.frame.saturating_sub(f.freed_frame)),
                 bytes_past_end: None,
                 reason: format!(
-                    "unbound {} ms after frame {frame}'s GPU work was submitted, while it never completed",
-                    f.freed_at.saturating_duration_since(submitted_at).as_millis()
+                    "unbound {} ms after frame {frame}'s GPU work was submitted, while it never \
+                     completed{}",
+                    f.freed_at
+                        .saturating_duration_since(submitted_at)
+                        .as_millis(),
+                    if unmapped(base) {
+                        "; its memory is unmapped, so a GPU access faults"
+                    } else {
+                        "; its memory block is still bound"
+                    }
                 ),
                 opaque_capture_address: None,
                 capture_replay_note: Some(crate::resolve::CAPTURE_REPLAY_UNAVAILABLE.to_owned()),
@@ -559,11 +633,22 @@ mod tests {
         p.submitted(3);
         let (frame, _, pending) = p.stall().unwrap();
         assert_eq!((frame, pending), (2, 2));
-        p.completed(3);
+        // Long after the timeline forgot frame 2, the stall is still measured from it.
+        for f in 4..100 {
+            p.submitted(f);
+        }
+        assert_eq!(p.stall().unwrap().0, 2);
+        assert!(p.is_hung(Duration::ZERO).is_some());
+        p.completed(99);
         assert!(p.stall().is_none());
         assert!(p
             .frames(Instant::now())
             .iter()
             .all(|f| f.completed_after_ms.is_some()));
+        p.submitted(100);
+        assert!(
+            p.is_hung(Duration::from_secs(60)).is_none(),
+            "a single pending frame younger than 3x the timeout is not a hang"
+        );
     }
 }
