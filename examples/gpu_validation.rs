@@ -61,6 +61,12 @@ struct Config {
     fault_frame: u64,
     hang_timeout: Duration,
     free_memory: Option<bool>,
+    /// Extra labelled buffers created and freed per frame (`GPU_VALIDATION_CHURN`, default 0).
+    churn: u32,
+    /// Real-fault mode ends (exit 0) this long after the injection when no report ended it first.
+    deadline: Duration,
+    /// Where capture mode writes the live ranges and allocator blocks (`GPU_VALIDATION_DUMP`).
+    dump: Option<std::path::PathBuf>,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -88,15 +94,23 @@ fn config() -> Config {
     };
     let no_plugin = args.iter().any(|a| a == "--no-plugin")
         || std::env::var("GPU_VALIDATION_NO_PLUGIN").is_ok_and(|v| v == "1");
+    let hang_timeout = Duration::from_millis(env_num("GPU_VALIDATION_HANG_TIMEOUT_MS", 3000u64));
     Config {
         mode,
         plugin: !no_plugin,
         frames: env_num("GPU_VALIDATION_FRAMES", 300u32),
         fault_frame: env_num("GPU_VALIDATION_FAULT_FRAME", 60u64),
-        hang_timeout: Duration::from_millis(env_num("GPU_VALIDATION_HANG_TIMEOUT_MS", 3000u64)),
+        hang_timeout,
         free_memory: std::env::var("GPU_VALIDATION_FAULT_FREE")
             .ok()
             .map(|v| v == "1"),
+        churn: env_num("GPU_VALIDATION_CHURN", 0u32),
+        deadline: std::env::var("GPU_VALIDATION_DEADLINE_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(hang_timeout * 2 + Duration::from_secs(3)),
+        dump: std::env::var_os("GPU_VALIDATION_DUMP").map(Into::into),
     }
 }
 
@@ -174,7 +188,7 @@ struct Churn {
     last_textures: Vec<bevy::render::render_resource::Texture>,
 }
 
-fn churn_gpu_resources(device: Res<RenderDevice>, mut churn: Local<Churn>) {
+fn churn_gpu_resources(device: Res<RenderDevice>, config: Res<Config>, mut churn: Local<Churn>) {
     churn.frame += 1;
     if churn.keep.is_empty() {
         churn.keep.push(device.create_buffer(&BufferDescriptor {
@@ -206,6 +220,15 @@ fn churn_gpu_resources(device: Res<RenderDevice>, mut churn: Local<Churn>) {
         mapped_at_creation: false,
     });
     churn.last.push(buffer);
+    for i in 0..config.churn {
+        let extra = device.create_buffer(&BufferDescriptor {
+            label: Some(&format!("churn_{i}")),
+            size: 4096 * (u64::from(i % 8) + 1),
+            usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        churn.last.push(extra);
+    }
     let texture = device.create_texture(&TextureDescriptor {
         label: Some("shadow_atlas"),
         size: Extent3d {
@@ -260,7 +283,16 @@ fn finish(
         let Some(at) = *fault.injected_at.lock().unwrap() else {
             return;
         };
-        if at.elapsed() > config.hang_timeout * 2 + Duration::from_secs(3) {
+        let secs = at.elapsed().as_secs();
+        if secs > *fault.heartbeat.lock().unwrap() {
+            *fault.heartbeat.lock().unwrap() = secs;
+            eprintln!(
+                "gpu_validation real-fault: t+{secs} s main-world frame {} (raw fence signalled {})",
+                *frame,
+                fault.fence_signalled.load(Ordering::Acquire)
+            );
+        }
+        if at.elapsed() > config.deadline {
             let signalled = fault.fence_signalled.load(Ordering::Acquire);
             println!(
                 "gpu_validation real-fault: no hang within {:.1} s after the use-after-free dispatch \
@@ -328,7 +360,28 @@ fn finish(
             Some(report) => {
                 let before = resolved_fraction(report, &index);
                 let blocks = allocator_names::blocks_of(report);
+                let live_before = live_table(&index);
                 let learned = allocator_names::learn_names(&mut index, &blocks);
+                if let Some(path) = &config.dump {
+                    let dump = serde_json::json!({
+                        "live_before_learn_names": live_before,
+                        "live_after_learn_names": live_table(&index),
+                        "allocator_blocks": blocks.iter().map(|b| serde_json::json!({
+                            "size": b.size,
+                            "allocations": b.allocations.iter().map(|(n, o, s)| serde_json::json!([n, format!("{o:#x}"), s])).collect::<Vec<_>>(),
+                        })).collect::<Vec<_>>(),
+                        "recent_events": index.recent_events().map(|e| serde_json::json!([
+                            e.sequence, e.frame, format!("{:?}", e.kind),
+                            bevy_gpu_crash_reporter::index::object_type_name(e.object_type),
+                            format!("{:#x}", e.handle), format!("{:#x}", e.base), e.size, e.name.as_deref(), e.internal
+                        ])).collect::<Vec<_>>(),
+                    });
+                    if let Err(err) =
+                        std::fs::write(path, serde_json::to_string_pretty(&dump).unwrap())
+                    {
+                        eprintln!("gpu_validation: cannot write {}: {err}", path.display());
+                    }
+                }
                 let after = resolved_fraction(report, &index);
                 (Some(before), learned, Some(after))
             }
@@ -394,6 +447,24 @@ fn event_patterns(index: &AddressIndex) -> serde_json::Value {
     serde_json::json!({"recent": total, "by_kind_type": counts, "named": named, "internal": internal, "last_frames": last})
 }
 
+/// Every live range: `[type, handle, base, size, name, bound_frame]`, sorted by base.
+fn live_table(index: &AddressIndex) -> Vec<serde_json::Value> {
+    let mut rows: Vec<_> = index.live_bindings().collect();
+    rows.sort_by_key(|(base, size, b)| (*base, *size, b.key.handle));
+    rows.into_iter()
+        .map(|(base, size, b)| {
+            serde_json::json!([
+                bevy_gpu_crash_reporter::index::object_type_name(b.key.object_type),
+                format!("{:#x}", b.key.handle),
+                format!("{base:#x}"),
+                size,
+                index.name_of(b.key).map(|n| n.to_string()),
+                b.bound_frame
+            ])
+        })
+        .collect()
+}
+
 /// Fraction of labelled live wgpu allocations whose label the index has for a live BUFFER/IMAGE
 /// (matched as multisets of names: the allocator report gives no handles).
 fn resolved_fraction(report: &wgpu::AllocatorReport, index: &AddressIndex) -> serde_json::Value {
@@ -450,6 +521,9 @@ struct FaultState {
     freed: Arc<AtomicBool>,
     fence_signalled: Arc<AtomicBool>,
     fence: Arc<std::sync::Mutex<Option<ash::vk::Fence>>>,
+    heartbeat: Arc<std::sync::Mutex<u64>>,
+    /// Raw handles of the victim buffer and its memory.
+    victim: Arc<std::sync::Mutex<(u64, u64)>>,
 }
 
 /// Render world, after the frame's submit, exclusive (nothing else touches the queue meanwhile).
@@ -458,6 +532,24 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
     let config = world.resource::<Config>().clone();
     let fault = world.resource::<FaultState>().clone();
     let device = world.resource::<RenderDevice>().clone();
+    if *frame == config.fault_frame + 2 {
+        if let Some(reporter) = world.get_resource::<GpuCrashReporter>() {
+            let (buffer, memory) = *fault.victim.lock().unwrap();
+            let index = reporter.index();
+            for e in index.recent_events().filter(|e| {
+                e.handle == buffer
+                    || e.handle == memory
+                    || e.name.as_deref().is_some_and(|n| n.contains(VICTIM))
+            }) {
+                eprintln!(
+                    "gpu_validation real-fault: victim event seq {} frame {} {:?} {} handle {:#x} [{:#x}, +{:#x}) name {:?} internal {}",
+                    e.sequence, e.frame, e.kind,
+                    bevy_gpu_crash_reporter::index::object_type_name(e.object_type),
+                    e.handle, e.base, e.size, e.name.as_deref(), e.internal
+                );
+            }
+        }
+    }
     if let Some(fence) = *fault.fence.lock().unwrap() {
         if !fault.fence_signalled.load(Ordering::Acquire) {
             // SAFETY: the device outlives this call; the fence is ours.
@@ -473,7 +565,7 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
                         at.elapsed().as_millis(),
                         *polls
                     );
-                } else if (*polls).is_power_of_two() {
+                } else if (*polls).is_power_of_two() || (*polls).is_multiple_of(512) {
                     let at = fault.injected_at.lock().unwrap().unwrap();
                     eprintln!(
                         "gpu_validation real-fault: raw fence {:?} {} ms after the submit",
@@ -496,7 +588,8 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
     // SAFETY: raw Vulkan on wgpu's device; every object below is ours, and this exclusive system
     // runs after Bevy's submit, so nothing else uses the queue concurrently.
     match unsafe { submit_use_after_free(&device, free_memory) } {
-        Ok(fence) => {
+        Ok((fence, victim)) => {
+            *fault.victim.lock().unwrap() = victim;
             *fault.injected_at.lock().unwrap() = Some(Instant::now());
             *fault.fence.lock().unwrap() = Some(fence);
             fault.freed.store(free_memory, Ordering::Release);
@@ -515,7 +608,7 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
 unsafe fn submit_use_after_free(
     device: &RenderDevice,
     free_memory: bool,
-) -> Result<ash::vk::Fence, String> {
+) -> Result<(ash::vk::Fence, (u64, u64)), String> {
     use ash::vk;
     let hal = device
         .wgpu_device()
@@ -700,5 +793,11 @@ unsafe fn submit_use_after_free(
         debug_utils.is_some()
     );
     // Everything else is leaked on purpose: the process ends on the watchdog's report.
-    Ok(fence)
+    Ok((
+        fence,
+        (
+            ash::vk::Handle::as_raw(buffer),
+            ash::vk::Handle::as_raw(memory),
+        ),
+    ))
 }

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# GPU validation on a real driver (issue 6; results in docs/gpu-validation.md).
+#
+#   scripts/gpu-validation.sh build    # here (x86-64, Rust): build, strip, stage into .devrun/
+#   scripts/gpu-validation.sh device   # there (the device machine: no Rust, no network), batch 1
+#   scripts/gpu-validation.sh device2  # there, batch 2 (follow-ups to batch 1)
+#   scripts/gpu-validation.sh device3  # there, batch 3 (capture + drills again, later commit)
+#
+# What was passed to the `device` tool's `run` (carry .gl for the Vulkan loader debs, .devrun for the
+# binaries; see /work/.library/device/README.md):
+#   run(command="bash scripts/gpu-validation.sh device", carry=[".gl", ".devrun"], timeout_s=300)
+#   run(command="bash scripts/gpu-validation.sh device2", carry=[".gl", ".devrun"], timeout_s=280)
+#   run(command="bash scripts/gpu-validation.sh device3", carry=[".gl", ".devrun"], timeout_s=200)
+#
+# `build` assumes `.gl/` already holds libvulkan1, libglvnd0, libglx0 (+ libegl1 libgl1 libopengl0
+# libgles2) .debs (device README) and that `/.devrun/` and `/.gl/` are ignored (.git/info/exclude).
+# Set GV_SRC to build another checkout (e.g. a `git archive HEAD` copy, so that edits in progress in
+# the working tree do not leak into the measured binaries) and CARGO_TARGET_DIR as usual.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+build() {
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    command -v spirv-as >/dev/null || { echo "need spirv-as (apt-get install spirv-tools)"; exit 1; }
+    # The real-fault shader: re-assemble and check it matches the committed .spv.
+    spirv-as --target-env vulkan1.0 examples/gpu_validation_shaders/write_storage.spvasm -o /tmp/write_storage.spv
+    spirv-val --target-env vulkan1.0 /tmp/write_storage.spv
+    cmp /tmp/write_storage.spv examples/gpu_validation_shaders/write_storage.spv
+    (cd "$src" && CARGO_TARGET_DIR=$target cargo build --release --example gpu_validation --example crash_drill \
+        && CARGO_TARGET_DIR=$target cargo build --release -p gpu_crash_drill_layer)
+    rm -rf .devrun && mkdir -p .devrun/layer /tmp/gv-stage
+    cp "$target/release/libgpu_crash_drill_layer.so" .devrun/layer/
+    # `cargo xtask layer-manifest` writes an absolute library path; the device machine needs one
+    # relative to the manifest.
+    (cd "$src" && CARGO_TARGET_DIR=$target cargo run -q --release -p xtask -- layer-manifest /tmp/gv-stage/layer)
+    sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
+        /tmp/gv-stage/layer/VK_LAYER_gpu_crash_drill.json > .devrun/layer/VK_LAYER_gpu_crash_drill.json
+    cp "$target/release/examples/gpu_validation" "$target/release/examples/crash_drill" /tmp/gv-stage/
+    strip /tmp/gv-stage/gpu_validation /tmp/gv-stage/crash_drill
+    # Two stripped binaries are 74 MB, over the 64 MiB a call may carry: xz them (about 14 MB).
+    tar -C /tmp/gv-stage -cf - gpu_validation crash_drill | xz -T0 -6 > .devrun/bins.tar.xz
+    ls -la .devrun .devrun/layer
+}
+
+setup_device() {
+    set +e  # every step records its exit code and the batch goes on
+    : "${OUT:?OUT must be set (the device tool sets it)}"
+    if [ -z "${GV_SKIP_DEBS:-}" ]; then
+        for f in .gl/*.deb; do dpkg -x "$f" /; done
+        ldconfig
+    fi
+    # GV_VK_DRIVER_FILES: only to rehearse this function on another driver (e.g. lavapipe).
+    export VK_DRIVER_FILES=${GV_VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+    export XDG_RUNTIME_DIR=/tmp RUST_LOG=warn NO_COLOR=1
+    bin=/tmp/gv-bin logs=/tmp/gv-logs
+    mkdir -p $bin $logs
+    tar -C $bin -xJf .devrun/bins.tar.xz
+    layer=$ROOT/.devrun/layer
+    {
+        date -u
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    } > $logs/env.txt 2>&1 || true
+    cat $logs/env.txt
+
+}
+
+# Batch 1 (run 1): capture, drills, overhead, real fault with a 3 s hang timeout.
+device() {
+    setup_device
+    echo "== (a) capture, 300 frames"
+    GPU_CRASH_REPORT_DIR=$logs/capture-reports timeout -s KILL 90 $bin/gpu_validation capture \
+        > $logs/capture.out 2> $logs/capture.err; echo "rc=$?" >> $logs/capture.out
+    grep -v "last frames" $logs/capture.out | cut -c1-600
+
+    echo "== (b) drill scenarios through VK_LAYER_gpu_crash_drill on the real driver"
+    for s in use-after-free out-of-bounds in-bounds hang; do
+        VK_LAYER_PATH=$layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill GPU_CRASH_DRILL=$s \
+            GPU_CRASH_REPORT_DIR=$logs/drill-$s CRASH_DRILL_HANG_TIMEOUT_MS=2000 \
+            timeout -s KILL 60 $bin/crash_drill > $logs/drill-$s.out 2> $logs/drill-$s.err
+        echo "$s rc=$?" | tee -a $logs/drill-$s.out
+        grep -E "injected|GPU fault|GPU hang|report written" $logs/drill-$s.err | cut -c1-400 || true
+    done
+    pack
+
+    echo "== (d) overhead: same workload with and without the plugin, alternating"
+    for i in 1 2 3; do
+        for p in plugin no-plugin; do
+            local flag=""; [ $p = no-plugin ] && flag=--no-plugin
+            GPU_VALIDATION_FRAMES=2000 timeout -s KILL 90 $bin/gpu_validation capture $flag \
+                > $logs/overhead-$p-$i.out 2> $logs/overhead-$p-$i.err
+            echo "$p $i rc=$? $(grep -o '"median_frame_us":[0-9]*' $logs/overhead-$p-$i.out)"
+        done
+    done
+    pack
+
+    echo "== (c) real fault, no layer: descriptor use-after-free, hang_timeout 3 s"
+    dmesg 2>/dev/null | grep -i xid | tail -3 > $logs/xid-before.txt || true
+    local t0; t0=$(date +%s.%N)
+    GPU_CRASH_REPORT_DIR=$logs/real-fault GPU_VALIDATION_HANG_TIMEOUT_MS=3000 \
+        timeout -s KILL 40 $bin/gpu_validation real-fault > $logs/real-fault.out 2> $logs/real-fault.err
+    echo "real-fault rc=$? after $(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo '?') s" | tee -a $logs/real-fault.out
+    grep -E "gpu_validation|GPU hang|GPU fault|report written|GPU_VALIDATION_RESULT" $logs/real-fault.out $logs/real-fault.err | cut -c1-500 || true
+    (dmesg 2>/dev/null | grep -i xid | tail -5 || echo "dmesg not readable") > $logs/xid-after.txt
+    cat $logs/xid-after.txt
+    timeout -s KILL 15 nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv > $logs/after-smi.txt 2>&1 || true
+    cat $logs/after-smi.txt
+    pack
+    ls -la "$OUT"
+}
+
+pack() { tar -C /tmp -czf "$OUT/gv-results.tar.gz" gv-logs; }
+
+# Batch 2 (run 2): what batch 1 raised. The live table and allocator blocks behind the resolved
+# fraction; the overhead under 200 extra buffers a frame (~2,000 binding events a frame); and the real
+# fault again with the watchdog out of the way (hang_timeout 120 s), to see whether the driver
+# declares the device lost by itself and what vkGetDeviceFaultInfoEXT then says.
+device2() {
+    setup_device
+    echo "== capture with dump"
+    GPU_VALIDATION_DUMP=$logs/capture-dump.json timeout -s KILL 90 $bin/gpu_validation capture \
+        > $logs/capture2.out 2> $logs/capture2.err; echo "rc=$?" >> $logs/capture2.out
+    grep -E "resolved|binding events|median" $logs/capture2.out | cut -c1-400
+    echo "== overhead with GPU_VALIDATION_CHURN=200 (150 frames), alternating"
+    for i in 1 2 3; do
+        for p in plugin no-plugin; do
+            local flag=""; [ $p = no-plugin ] && flag=--no-plugin
+            GPU_VALIDATION_CHURN=200 GPU_VALIDATION_FRAMES=150 timeout -s KILL 90 $bin/gpu_validation capture $flag \
+                > $logs/churn-$p-$i.out 2> $logs/churn-$p-$i.err
+            echo "$p $i rc=$? $(grep -o '"median_frame_us":[0-9]*' $logs/churn-$p-$i.out) $(grep -o '"events":{[^}]*}' $logs/churn-$p-$i.out | cut -c1-80) $(grep -o '"dropped":[0-9]*' $logs/churn-$p-$i.out)"
+        done
+    done
+    pack
+    echo "== real fault, hang_timeout 120 s (watchdog out of the way), deadline 75 s"
+    local t0; t0=$(date +%s)
+    GPU_CRASH_REPORT_DIR=$logs/real-fault2 GPU_VALIDATION_HANG_TIMEOUT_MS=120000 GPU_VALIDATION_DEADLINE_S=75 \
+        timeout -s KILL 100 $bin/gpu_validation real-fault > $logs/real-fault2.out 2> $logs/real-fault2.err
+    echo "real-fault2 rc=$? after $(( $(date +%s) - t0 )) s" | tee -a $logs/real-fault2.out
+    grep -vE "raw fence Ok|CommandQueue" $logs/real-fault2.err | cut -c1-400 | tail -40
+    cat $logs/real-fault2.out | cut -c1-400
+    timeout -s KILL 15 nvidia-smi --query-gpu=name,utilization.gpu,memory.used --format=csv > $logs/after-smi2.txt 2>&1 || true
+    cat $logs/after-smi2.txt
+    pack
+    ls -la "$OUT"
+}
+
+# Batch 3 (run 3): the same capture and drill scenarios on a later commit (2923e75: containment match
+# in learn_names, a later teardown cut), to re-measure what batch 1 found.
+device3() {
+    setup_device
+    echo "== capture with dump"
+    GPU_VALIDATION_DUMP=$logs/capture3-dump.json timeout -s KILL 90 $bin/gpu_validation capture \
+        > $logs/capture3.out 2> $logs/capture3.err; echo "rc=$?" >> $logs/capture3.out
+    grep -E "resolved|binding events|median" $logs/capture3.out | cut -c1-400
+    echo "== drill scenarios"
+    for s in use-after-free out-of-bounds in-bounds hang; do
+        VK_LAYER_PATH=$layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill GPU_CRASH_DRILL=$s \
+            GPU_CRASH_REPORT_DIR=$logs/drill3-$s CRASH_DRILL_HANG_TIMEOUT_MS=2000 \
+            timeout -s KILL 60 $bin/crash_drill > $logs/drill3-$s.out 2> $logs/drill3-$s.err
+        echo "$s rc=$?" | tee -a $logs/drill3-$s.out
+        grep -E "injected|^GPU fault|^GPU hang" $logs/drill3-$s.err | cut -c1-300 || true
+    done
+    pack
+    ls -la "$OUT"
+}
+
+case "${1:-}" in
+    build) build ;;
+    device) device ;;
+    device2) device2 ;;
+    device3) device3 ;;
+    *) echo "usage: $0 build | device | device2 | device3"; exit 2 ;;
+esac
