@@ -165,10 +165,32 @@ device3() {
     ls -la "$OUT"
 }
 
+
+# Batch 4 (after the watchdog fixes): real fault with the 3 s watchdog, and the drill hang's exit code.
+#   run(command="bash scripts/gpu-validation.sh device4", carry=[".gl", ".devrun"], timeout_s=240)
+device4() {
+    setup_device
+    echo "== real fault, hang_timeout 3 s, deadline 60 s"
+    t0=$(date +%s)
+    GPU_CRASH_REPORT_DIR=$logs/real-fault4 GPU_VALIDATION_HANG_TIMEOUT_MS=3000 GPU_VALIDATION_DEADLINE_S=60 \
+        timeout -s KILL 90 $bin/gpu_validation real-fault > $logs/real-fault4.out 2> $logs/real-fault4.err
+    echo "real-fault4 rc=$? after $(( $(date +%s) - t0 )) s" | tee -a $logs/real-fault4.out
+    grep -E "gpu_validation|GPU hang|GPU fault|report written|GPU_VALIDATION_RESULT|could NOT" \
+        $logs/real-fault4.out $logs/real-fault4.err | cut -c1-500 | head -20 || true
+    echo "== drill hang, exit code"
+    VK_LAYER_PATH=$ROOT/.devrun/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill GPU_CRASH_DRILL=hang \
+        GPU_CRASH_REPORT_DIR=$logs/drill4-hang CRASH_DRILL_HANG_TIMEOUT_MS=2000 \
+        timeout -s KILL 60 $bin/crash_drill > $logs/drill4-hang.out 2> $logs/drill4-hang.err
+    echo "drill4-hang rc=$?"
+    grep -E "injected|^GPU hang|report written" $logs/drill4-hang.err | cut -c1-400 || true
+    tar -C $logs -czf "$OUT/run4-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     device) device ;;
     device2) device2 ;;
     device3) device3 ;;
-    *) echo "usage: $0 build | device | device2 | device3"; exit 2 ;;
+    device4) device4 ;;
+    *) echo "usage: $0 build | device | device2 | device3 | device4"; exit 2 ;;
 esac
