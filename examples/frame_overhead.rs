@@ -1,19 +1,21 @@
 //! Frame overhead of the GPU crash reporter: a headless Bevy app that creates and destroys 1,000
-//! labelled GPU buffers per frame, with the plugin or without it (`--no-plugin`).
+//! labelled GPU buffers per frame, with the plugin, without it (`--no-plugin`), or with it but
+//! without the address-binding capture (`--no-bindings`: `capture_address_bindings: false`).
 //!
-//! The plugin hooks device creation, so "with" and "without" must be two processes. `--compare`
-//! does that: it runs this executable alternately without and with the plugin (`--rounds` pairs, the
-//! environment passed through, e.g. a Vulkan layer), then prints each run's median frame time, the
-//! median of those medians per side, and the ratio.
+//! The plugin hooks device creation, so the configurations must be separate processes. `--compare`
+//! does that: it runs this executable in turn without the plugin, with it but no binding capture,
+//! and with it (`--rounds` rounds, the environment passed through, e.g. a Vulkan layer), then prints
+//! each run's median frame time and process CPU time per frame, the median over rounds per
+//! configuration, and the ratios against the run without the plugin.
 //!
 //! ```sh
 //! VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
 //!   cargo run --release --example frame_overhead -- --compare --rounds 3 --frames 300
 //! ```
 //!
-//! One run prints a line `frame_overhead plugin=<0|1> frames=<n> median_us=.. mean_us=.. p90_us=..
+//! One run prints a line `frame_overhead plugin=<0|1|2> frames=<n> median_us=.. mean_us=.. p90_us=..
 //! events=.. dropped=..` (events: binding events the reporter indexed; 0 when the driver gives no
-//! binding report).
+//! binding report). plugin=0: no plugin, 1: plugin, 2: plugin without binding capture.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -31,7 +33,8 @@ use bevy_gpu_crash_reporter::{GpuCrashReporter, GpuCrashReporterPlugin};
 const BUFFERS_PER_FRAME: usize = 1_000;
 
 struct Args {
-    plugin: bool,
+    /// 0: no plugin, 1: plugin, 2: plugin without binding capture.
+    plugin: u8,
     compare: bool,
     rounds: usize,
     frames: usize,
@@ -40,7 +43,7 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut args = Args {
-        plugin: true,
+        plugin: 1,
         compare: false,
         rounds: 3,
         frames: 300,
@@ -54,13 +57,14 @@ fn parse_args() -> Args {
                 .unwrap_or_else(|| panic!("{name} takes a number"))
         };
         match a.as_str() {
-            "--no-plugin" => args.plugin = false,
+            "--no-plugin" => args.plugin = 0,
+            "--no-bindings" => args.plugin = 2,
             "--compare" => args.compare = true,
             "--rounds" => args.rounds = number("--rounds"),
             "--frames" => args.frames = number("--frames"),
             "--warmup" => args.warmup = number("--warmup"),
             other => panic!(
-                "unknown argument {other}; usage: frame_overhead [--no-plugin] [--compare] \
+                "unknown argument {other}; usage: frame_overhead [--no-plugin | --no-bindings] [--compare] \
                  [--rounds N] [--frames N] [--warmup N]"
             ),
         }
@@ -79,8 +83,9 @@ fn main() -> AppExit {
         return AppExit::Success;
     }
     let mut app = App::new();
-    if args.plugin {
+    if args.plugin != 0 {
         app.add_plugins(GpuCrashReporterPlugin {
+            capture_address_bindings: args.plugin == 1,
             application_name: Some("frame_overhead".into()),
             report_dir: Some(std::env::temp_dir().join("frame_overhead_reports")),
             ..default()
@@ -109,6 +114,7 @@ fn main() -> AppExit {
         last: None,
         seen: 0,
         times: Vec::with_capacity(args.frames),
+        cpu_start: None,
     })
     .add_systems(First, time_frame)
     .add_systems(Update, churn_buffers);
@@ -117,12 +123,26 @@ fn main() -> AppExit {
 
 #[derive(Resource)]
 struct FrameTimes {
-    plugin: bool,
+    plugin: u8,
     warmup: usize,
     frames: usize,
     last: Option<Instant>,
     seen: usize,
     times: Vec<Duration>,
+    /// Process CPU time (all threads) when measuring began.
+    cpu_start: Option<Duration>,
+}
+
+/// CPU time of the whole process so far (user + system, all threads, 10 ms ticks), from
+/// `/proc/self/stat`; `None` where that does not exist.
+fn process_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // CLK_TCK is 100 on Linux x86-64.
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// Frame time = time between the starts of two consecutive main-world frames (with pipelined
@@ -135,6 +155,9 @@ fn time_frame(
     let now = Instant::now();
     if let Some(last) = times.last.replace(now) {
         times.seen += 1;
+        if times.seen == times.warmup {
+            times.cpu_start = process_cpu_time();
+        }
         if times.seen > times.warmup {
             times.times.push(now - last);
         }
@@ -149,13 +172,19 @@ fn time_frame(
     sorted.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let mean = sorted.iter().map(|d| us(*d)).sum::<f64>() / sorted.len() as f64;
+    let cpu = match (times.cpu_start, process_cpu_time()) {
+        (Some(a), Some(b)) => us(b.saturating_sub(a)) / sorted.len() as f64,
+        _ => f64::NAN,
+    };
     println!(
-        "frame_overhead plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} events={} dropped={}",
-        u8::from(times.plugin),
+        "frame_overhead plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} \
+         cpu_us_per_frame={:.1} events={} dropped={}",
+        times.plugin,
         sorted.len(),
         us(sorted[sorted.len() / 2]),
         mean,
         us(sorted[sorted.len() * 9 / 10]),
+        cpu,
         events,
         dropped
     );
@@ -185,11 +214,12 @@ fn churn_buffers(device: Res<RenderDevice>, mut churn: Local<Churn>) {
 /// One child run's result line, parsed.
 struct RunResult {
     median_us: f64,
+    cpu_us: f64,
     events: u64,
     dropped: u64,
 }
 
-fn run_child(args: &Args, plugin: bool) -> RunResult {
+fn run_child(args: &Args, plugin: u8) -> RunResult {
     let exe = std::env::current_exe().expect("own executable");
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -198,8 +228,14 @@ fn run_child(args: &Args, plugin: bool) -> RunResult {
         "--warmup",
         &args.warmup.to_string(),
     ]);
-    if !plugin {
-        cmd.arg("--no-plugin");
+    match plugin {
+        0 => {
+            cmd.arg("--no-plugin");
+        }
+        2 => {
+            cmd.arg("--no-bindings");
+        }
+        _ => {}
     }
     let out = cmd.output().expect("run frame_overhead");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -222,6 +258,7 @@ fn run_child(args: &Args, plugin: bool) -> RunResult {
     };
     RunResult {
         median_us: field("median_us"),
+        cpu_us: field("cpu_us_per_frame"),
         events: field("events") as u64,
         dropped: field("dropped") as u64,
     }
@@ -230,7 +267,7 @@ fn run_child(args: &Args, plugin: bool) -> RunResult {
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
-    if n % 2 == 1 {
+    if !n.is_multiple_of(2) {
         values[n / 2]
     } else {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
@@ -239,24 +276,42 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn compare(args: &Args) {
     println!(
-        "frame_overhead --compare: {} rounds of (without, with) plugin, {} frames each after {} warm-up, {} buffers created+destroyed per frame",
+        "frame_overhead --compare: {} rounds of (no plugin, plugin without binding capture, plugin), \
+         {} frames each after {} warm-up, {} buffers created+destroyed per frame",
         args.rounds, args.frames, args.warmup, BUFFERS_PER_FRAME
     );
-    let (mut without, mut with) = (Vec::new(), Vec::new());
+    // Per configuration (0: none, 1: plugin, 2: plugin without bindings): medians, CPU per frame.
+    let mut frame: [Vec<f64>; 3] = Default::default();
+    let mut cpu: [Vec<f64>; 3] = Default::default();
     let (mut events, mut dropped) = (0, 0);
     for _ in 0..args.rounds {
-        without.push(run_child(args, false).median_us);
-        let r = run_child(args, true);
-        with.push(r.median_us);
-        events += r.events;
-        dropped += r.dropped;
+        for plugin in [0u8, 2, 1] {
+            let r = run_child(args, plugin);
+            frame[plugin as usize].push(r.median_us);
+            cpu[plugin as usize].push(r.cpu_us);
+            if plugin == 1 {
+                events += r.events;
+                dropped += r.dropped;
+            }
+        }
     }
-    let (a, b) = (median(&mut without), median(&mut with));
+    let f: Vec<f64> = frame.iter_mut().map(|v| median(v)).collect();
+    let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    for (plugin, name) in [(2, "plugin without binding capture"), (1, "plugin")] {
+        println!(
+            "frame_overhead summary [{name}]: median frame {:.1} us vs {:.1} us without plugin, \
+             ratio {:.3} ({:+.1}%); process CPU per frame {:.1} us vs {:.1} us, ratio {:.3}",
+            f[plugin],
+            f[0],
+            f[plugin] / f[0],
+            (f[plugin] / f[0] - 1.0) * 100.0,
+            c[plugin],
+            c[0],
+            c[plugin] / c[0],
+        );
+    }
     println!(
-        "frame_overhead summary: median frame without plugin {a:.1} us, with plugin {b:.1} us, \
-         ratio {:.4} (overhead {:+.2}%); binding events indexed per plugin run {}, dropped {}",
-        b / a,
-        (b / a - 1.0) * 100.0,
+        "frame_overhead summary: binding events indexed per plugin run {}, dropped {} in all",
         events / args.rounds.max(1) as u64,
         dropped
     );

@@ -136,7 +136,7 @@ fn index_bounded() {
     let mut i = 1u64;
     let mut next = max * 3 / 2;
     while churned < 1_000_000 {
-        if i % SLOTS_PER_BLOCK != 0 {
+        if !i.is_multiple_of(SLOTS_PER_BLOCK) {
             let mut r = bind(i, true);
             r.kind = BindingKind::Unbind;
             index.apply(&r, now);
@@ -144,7 +144,7 @@ fn index_bounded() {
         }
         i += 1;
         // A new buffer takes the freed slot in the live set (beyond max it would be dropped).
-        while next % SLOTS_PER_BLOCK == 0 {
+        while next.is_multiple_of(SLOTS_PER_BLOCK) {
             next += 1;
         }
         index.apply(&bind(next, true), now);

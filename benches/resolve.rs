@@ -1,0 +1,271 @@
+//! Index and resolver at game scale: folding 1,000,000 binding events into the [`AddressIndex`],
+//! and resolving 16 fault addresses against 1,000,000 live plus 65,536 freed ranges, beside a linear
+//! scan of the same ranges.
+//!
+//! `cargo bench --bench resolve`; results land under `target/criterion/resolve/<name>`.
+//!
+//! The workload is shaped like a big game on NVIDIA (FACTS.md): 64 MiB `DEVICE_MEMORY` blocks, each
+//! bound once, holding 1,023 buffers in 64 KiB slots (4-64 KiB each, so most slots leave a gap that
+//! an overrun lands in), every buffer named with 16 characters (the heavier case: wgpu's own BIND
+//! events carry no name).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use bevy_gpu_crash_reporter::capture::{BindingKind, BindingRecord};
+use bevy_gpu_crash_reporter::index::{AddressIndex, IndexSettings};
+use bevy_gpu_crash_reporter::report::FaultAccess;
+use bevy_gpu_crash_reporter::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+
+const LIVE: u64 = 1_000_000;
+const FREED: u64 = 65_536;
+const SLOTS_PER_BLOCK: u64 = 1024;
+const SLOT: u64 = 64 * 1024;
+const BLOCK: u64 = SLOTS_PER_BLOCK * SLOT;
+const FIRST_BLOCK: u64 = 0x1_0000_0000;
+
+/// Event `i` of the workload: every 1024th is a memory block, the others buffers inside it.
+fn bind(i: u64) -> BindingRecord {
+    let block = i / SLOTS_PER_BLOCK;
+    let slot = i % SLOTS_PER_BLOCK;
+    let block_base = FIRST_BLOCK + block * BLOCK;
+    if slot == 0 {
+        BindingRecord::new(
+            BindingKind::Bind,
+            vk::ObjectType::DEVICE_MEMORY,
+            0x7000_0000_0000 + block,
+            block_base,
+            BLOCK,
+        )
+    } else {
+        BindingRecord::new(
+            BindingKind::Bind,
+            vk::ObjectType::BUFFER,
+            0x5a00_0000_0000 + i,
+            block_base + slot * SLOT,
+            buffer_size(i),
+        )
+        .with_name(&format!("buf_{i:012}"))
+    }
+    .with_frame(i / 1000)
+}
+
+fn buffer_size(i: u64) -> u64 {
+    4096 * (1 + (i * 7) % 16)
+}
+
+fn is_buffer(i: u64) -> bool {
+    !i.is_multiple_of(SLOTS_PER_BLOCK)
+}
+
+/// The unbind of buffer event `i`.
+fn unbind(i: u64) -> BindingRecord {
+    let mut r = bind(i);
+    r.kind = BindingKind::Unbind;
+    r
+}
+
+fn bind_records(n: u64, named: bool) -> Vec<BindingRecord> {
+    (0..n)
+        .map(|i| {
+            let mut r = bind(i);
+            if !named {
+                r = BindingRecord::new(r.kind, r.vk_object_type(), r.handle, r.base, r.size)
+                    .with_frame(r.frame);
+            }
+            r.sequence = i;
+            r
+        })
+        .collect()
+}
+
+/// Folds `records` into a fresh index per iteration; only the folding is timed.
+fn fold(records: &[BindingRecord], iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let mut index = AddressIndex::new(IndexSettings::default());
+        let start = Instant::now();
+        let now = Instant::now();
+        for r in records {
+            index.apply(r, now);
+        }
+        total += start.elapsed();
+        assert_eq!(index.live_len(), records.len());
+        drop(black_box(index)); // freeing 1M entries is not part of the fold
+    }
+    total
+}
+
+fn fold_1m_events(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resolve");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(12))
+        .throughput(Throughput::Elements(LIVE));
+    // Every buffer BIND named (as the drill layer and NVIDIA send names set before binding).
+    let records = bind_records(LIVE, true);
+    group.bench_function("fold_1m_events", |b| {
+        b.iter_custom(|iters| fold(&records, iters))
+    });
+    drop(records);
+    // No names on BIND (what wgpu-hal's own resources send: it names objects after binding).
+    let records = bind_records(LIVE, false);
+    group.bench_function("fold_1m_events_unnamed", |b| {
+        b.iter_custom(|iters| fold(&records, iters))
+    });
+    group.finish();
+}
+
+/// 1,000,000 live + 65,536 freed ranges, plus the indices (event numbers) of the freed buffers.
+fn big_index() -> (AddressIndex, Vec<u64>) {
+    // Room for 1,065,536 binds before the 65,536 unbinds (the default bound is 1,048,576 live).
+    let mut index = AddressIndex::new(IndexSettings {
+        max_live_bindings: 2 << 20,
+        ..IndexSettings::default()
+    });
+    let now = Instant::now();
+    let total = LIVE + FREED;
+    let mut sequence = 0;
+    for i in 0..total {
+        let mut r = bind(i);
+        r.sequence = sequence;
+        sequence += 1;
+        index.apply(&r, now);
+    }
+    // Free every 16th buffer, evenly spread over the address space.
+    let freed: Vec<u64> = (0..total)
+        .filter(|&i| is_buffer(i) && i % 16 == 1)
+        .take(FREED as usize)
+        .collect();
+    for &i in &freed {
+        let mut r = unbind(i);
+        r.sequence = sequence;
+        sequence += 1;
+        index.apply(&r, now);
+    }
+    assert_eq!(index.live_len() as u64, LIVE);
+    assert_eq!(index.freed_len() as u64, FREED);
+    (index, freed)
+}
+
+/// 4 inside live buffers, 4 inside freed ones, 4 just past the end of a live buffer (in its slot's
+/// gap), 4 in no known range; precision alternates between exact and 4 KiB (the drill layer's).
+fn fault_addresses(freed: &[u64]) -> Vec<FaultAddress> {
+    let slot_base =
+        |i: u64| FIRST_BLOCK + (i / SLOTS_PER_BLOCK) * BLOCK + (i % SLOTS_PER_BLOCK) * SLOT;
+    let mut addresses = Vec::new();
+    for k in 0..4u64 {
+        let live = 1 + k * 250_000 + 2; // i % 16 != 1: never freed
+        addresses.push(slot_base(live) + 128);
+        let f = freed[(k as usize + 1) * freed.len() / 5];
+        addresses.push(slot_base(f) + 256);
+        // Event numbers with size < 64 KiB ((i * 7) % 16 != 15) leave a gap after the buffer.
+        let mut short = 3 + k * 200_000;
+        while !is_buffer(short) || buffer_size(short) == SLOT || short % 16 == 1 {
+            short += 1;
+        }
+        addresses.push(slot_base(short) + buffer_size(short) + 16);
+        addresses.push(0x10 + k * 0x1_0000_0000_0000);
+    }
+    addresses
+        .into_iter()
+        .enumerate()
+        .map(|(n, address)| FaultAddress {
+            address,
+            precision: if n.is_multiple_of(2) { 1 } else { 4096 },
+            access: FaultAccess::Write,
+        })
+        .collect()
+}
+
+/// What a reporter without an index would do: every range in one flat array, scanned in full for
+/// each fault. The scan only finds overlapping ranges (no ranking, naming or report), and reads a
+/// contiguous array: the most favourable linear scan there is.
+struct Flat {
+    /// `(base, size, object_type, handle, live)`.
+    ranges: Vec<(u64, u64, i32, u64, bool)>,
+}
+
+impl Flat {
+    fn of(index: &AddressIndex) -> Self {
+        let mut ranges: Vec<_> = index
+            .live_bindings()
+            .map(|(b, s, v)| (b, s, v.key.object_type, v.key.handle, true))
+            .collect();
+        ranges.extend(
+            index
+                .freed_bindings()
+                .map(|(b, s, f)| (b, s, f.key.object_type, f.key.handle, false)),
+        );
+        Flat { ranges }
+    }
+
+    fn overlapping(&self, fault: FaultAddress) -> Vec<(u64, u64, i32, u64, bool)> {
+        let [lo, hi] = fault_range(fault.address, fault.precision);
+        self.ranges
+            .iter()
+            .filter(|(b, s, ..)| *b <= hi && b.saturating_add((*s).max(1)) > lo)
+            .copied()
+            .collect()
+    }
+}
+
+fn resolve_16_addresses(c: &mut Criterion) {
+    let (index, freed) = big_index();
+    let faults = fault_addresses(&freed);
+    assert_eq!(faults.len(), 16);
+    let flat = Flat::of(&index);
+    assert_eq!(flat.ranges.len() as u64, LIVE + FREED);
+    let ctx = ResolveContext {
+        index: &index,
+        now: Instant::now(),
+        frame: 2_000,
+        as_of: None,
+    };
+    // Both find the same ranges: the comparison is like for like.
+    for &fault in &faults {
+        let entry = resolve(&ctx, fault);
+        assert!(entry.candidates.len() >= flat.overlapping(fault).len());
+    }
+
+    let mut group = c.benchmark_group("resolve");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(faults.len() as u64));
+    group.bench_with_input(
+        BenchmarkId::new("resolve_16_addresses", "this_crate"),
+        &faults,
+        |b, faults| {
+            b.iter(|| {
+                faults
+                    .iter()
+                    .map(|&f| resolve(&ctx, black_box(f)))
+                    .collect::<Vec<_>>()
+            })
+        },
+    );
+    group.bench_with_input(
+        BenchmarkId::new("resolve_16_addresses", "linear_scan"),
+        &faults,
+        |b, faults| {
+            b.iter(|| {
+                faults
+                    .iter()
+                    .map(|&f| flat.overlapping(black_box(f)))
+                    .collect::<Vec<_>>()
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, fold_1m_events, resolve_16_addresses);
+criterion_main!(benches);
