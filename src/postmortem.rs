@@ -625,6 +625,99 @@ mod tests {
     }
 
     #[test]
+    fn hang_suspects_with_unmapped_memory_rank_first() {
+        // H200 real fault: the victim had its own memory, freed with it; churn buffers freed at the same
+        // time live in blocks that stay bound and cannot fault.
+        use crate::capture::{BindingKind, BindingRecord};
+        use ash::vk;
+        let mut index = AddressIndex::default();
+        let submitted = Instant::now();
+        let mut seq = 0;
+        let mut apply = |index: &mut AddressIndex, kind, t, h, base, size, name: &str| {
+            seq += 1;
+            let mut r = BindingRecord::new(kind, t, h, base, size).with_name(name);
+            r.sequence = seq;
+            index.apply(&r, Instant::now());
+        };
+        let (bind, unbind) = (BindingKind::Bind, BindingKind::Unbind);
+        let (memory, buffer) = (vk::ObjectType::DEVICE_MEMORY, vk::ObjectType::BUFFER);
+        apply(
+            &mut index,
+            bind,
+            memory,
+            1,
+            0xdeee_0000_0000,
+            0x100_0000,
+            "",
+        );
+        apply(&mut index, bind, memory, 2, 0xdeed_be00_0000, 0x20_0000, "");
+        apply(
+            &mut index,
+            bind,
+            buffer,
+            20,
+            0xdeed_be00_0000,
+            0x20_0000,
+            "",
+        );
+        apply(&mut index, bind, buffer, 10, 0xdeee_0000_0140, 0x8000, "");
+        apply(
+            &mut index,
+            unbind,
+            buffer,
+            20,
+            0xdeed_be00_0000,
+            0x20_0000,
+            "victim",
+        );
+        apply(
+            &mut index,
+            unbind,
+            memory,
+            2,
+            0xdeed_be00_0000,
+            0x20_0000,
+            "victim_memory",
+        );
+        apply(
+            &mut index,
+            unbind,
+            buffer,
+            10,
+            0xdeee_0000_0140,
+            0x8000,
+            "frame_uniforms_1",
+        );
+        let mut report = build_report(
+            CrashKind::GpuHang,
+            RawFaultInfo::default(),
+            &mut index,
+            &context(
+                &GpuCrashCapabilities::default(),
+                &ApplicationInfo::default(),
+            ),
+        )
+        .0;
+        add_hang_info(
+            &mut report,
+            &index,
+            (61, submitted, 3),
+            Duration::from_secs(3),
+            false,
+        );
+        let hang = report.hang.unwrap();
+        let names: Vec<_> = hang.suspects.iter().map(|s| s.name.as_deref()).collect();
+        assert_eq!(names, [Some("victim"), Some("frame_uniforms_1")]);
+        assert!(hang.suspects[0].reason.contains("memory is unmapped"));
+        assert!(hang.suspects[1].reason.contains("still bound"));
+        assert!(
+            report.summary.contains("likely culprit buffer \"victim\""),
+            "{}",
+            report.summary
+        );
+    }
+
+    #[test]
     fn progress_reports_the_oldest_pending_frame() {
         let p = GpuProgress::default();
         p.submitted(1);

@@ -76,25 +76,35 @@ pub fn learn_names(index: &mut AddressIndex, blocks: &[AllocatorBlock]) -> usize
                 .filter(move |(roffset, (_, rsize))| roffset.saturating_add(*rsize) <= end)
         };
         // Score each block of the same size by how many resources its allocations contain.
-        let matches = |block: &AllocatorBlock| {
-            block
-                .allocations
-                .iter()
-                .filter(|(_, offset, size)| contained(*offset, *size).next().is_some())
-                .count()
+        // Score each block of the same size: resources its allocations contain (more is better),
+        // then the bytes of slack around them (less is better: two 64 MiB host blocks both "contain"
+        // a small buffer, but only one holds an allocation of its size at that offset).
+        let score = |block: &AllocatorBlock| {
+            let mut matched = 0usize;
+            let mut slack = 0u64;
+            for (_, offset, size) in &block.allocations {
+                if let Some(tightest) = contained(*offset, *size)
+                    .map(|(_, (_, rsize))| size - rsize)
+                    .min()
+                {
+                    matched += 1;
+                    slack += tightest;
+                }
+            }
+            (matched, slack)
         };
-        let mut scored: Vec<(usize, &AllocatorBlock)> = blocks
+        let mut scored: Vec<((usize, u64), &AllocatorBlock)> = blocks
             .iter()
             .filter(|b| b.size == mem_size)
-            .map(|b| (matches(b), b))
-            .filter(|(score, _)| *score > 0)
+            .map(|b| (score(b), b))
+            .filter(|((matched, _), _)| *matched > 0)
             .collect();
-        scored.sort_by_key(|b| std::cmp::Reverse(b.0));
+        scored.sort_by_key(|((matched, slack), _)| (std::cmp::Reverse(*matched), *slack));
         let Some(&(best, block)) = scored.first() else {
             continue;
         };
-        // Two blocks that explain the range equally well (e.g. same-sized dedicated allocations)
-        // are ambiguous unless they agree on the names.
+        // Two blocks that explain the range exactly as well (e.g. same-sized dedicated allocations of
+        // the same size) are ambiguous unless they agree on the names.
         if scored.len() > 1 && scored[1].0 == best && scored[1].1.allocations != block.allocations {
             continue;
         }
@@ -193,6 +203,52 @@ mod tests {
         assert_eq!(
             name(vk::ObjectType::IMAGE, 20).as_deref(),
             Some("shadow_atlas")
+        );
+    }
+
+    #[test]
+    fn same_sized_blocks_are_told_apart_by_fit() {
+        // H200 batch 2: two 64 MiB host-visible blocks; a 12-byte buffer at +0x100 fits a 16-byte
+        // allocation in one block and lies inside a 1 MiB one in the other.
+        let mut index = AddressIndex::default();
+        let now = Instant::now();
+        index.apply(
+            &BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::DEVICE_MEMORY,
+                1,
+                0xe88_0000,
+                0x400_0000,
+            ),
+            now,
+        );
+        index.apply(
+            &BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::BUFFER,
+                10,
+                0xe88_0100,
+                12,
+            ),
+            now,
+        );
+        let blocks = vec![
+            AllocatorBlock {
+                size: 0x400_0000,
+                allocations: vec![("particles".into(), 0, 0x10_0000)],
+            },
+            AllocatorBlock {
+                size: 0x400_0000,
+                allocations: vec![("(wgpu internal) Staging".into(), 0x100, 16)],
+            },
+        ];
+        assert_eq!(learn_names(&mut index, &blocks), 1);
+        assert_eq!(
+            index
+                .name_of(ObjectKey::new(vk::ObjectType::BUFFER, 10))
+                .map(|n| n.to_string())
+                .as_deref(),
+            Some("(wgpu internal) Staging")
         );
     }
 
