@@ -12,27 +12,22 @@
 //! `GPU fault: write at 0x1000c0240 is 0 bytes past the end of buffer "particles" (live) -> out_of_bounds`,
 //! then the report's path, and exits non-zero (1 on device loss, 3 on a hang).
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::time::Duration;
 
-use bevy::app::ScheduleRunnerPlugin;
 use bevy::prelude::*;
 use bevy::render::render_resource::{
     BufferDescriptor, BufferUsages, Extent3d, TextureDescriptor, TextureDimension, TextureFormat,
     TextureUsages,
 };
 use bevy::render::renderer::RenderDevice;
-use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
-use bevy::render::RenderPlugin;
-use bevy::window::ExitCondition;
 use bevy_gpu_crash_reporter::{
     GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
 };
 
 fn main() -> AppExit {
-    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        // SAFETY (process-global, but no other thread exists yet).
-        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
-    }
     let frames = std::env::var("CRASH_DRILL_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -42,31 +37,16 @@ fn main() -> AppExit {
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis)
         .unwrap_or(Duration::from_secs(5));
-    App::new()
-        .add_plugins(GpuCrashReporterPlugin {
-            hang_timeout,
-            // A drill hang must end the run once the report is on disk.
-            on_hang: OnHang::Exit(3),
-            application_name: Some("crash_drill".into()),
-            application_version: env!("CARGO_PKG_VERSION").into(),
-            ..default()
-        })
-        .add_plugins(
-            DefaultPlugins
-                .set(WindowPlugin {
-                    primary_window: None,
-                    exit_condition: ExitCondition::DontExit,
-                    ..default()
-                })
-                .set(RenderPlugin {
-                    render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
-                        backends: Some(Backends::VULKAN),
-                        ..default()
-                    })),
-                    ..default()
-                }),
-        )
-        .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin {
+        hang_timeout,
+        // A drill hang must end the run once the report is on disk.
+        on_hang: OnHang::Exit(3),
+        application_name: Some("crash_drill".into()),
+        application_version: env!("CARGO_PKG_VERSION").into(),
+        ..default()
+    });
+    support::headless_vulkan(&mut app)
         .insert_resource(DrillFrames {
             remaining: frames,
             total: frames,

@@ -17,16 +17,15 @@
 //! events=.. dropped=..` (events: binding events the reporter indexed; 0 when the driver gives no
 //! binding report). plugin=0: no plugin, 1: plugin, 2: plugin without binding capture.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bevy::app::ScheduleRunnerPlugin;
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
-use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
-use bevy::render::RenderPlugin;
-use bevy::window::ExitCondition;
 use bevy_gpu_crash_reporter::{GpuCrashReporter, GpuCrashReporterPlugin};
 
 /// Buffers created (and, a frame later, destroyed) per frame.
@@ -91,33 +90,18 @@ fn main() -> AppExit {
             ..default()
         });
     }
-    app.add_plugins(
-        DefaultPlugins
-            .set(WindowPlugin {
-                primary_window: None,
-                exit_condition: ExitCondition::DontExit,
-                ..default()
-            })
-            .set(RenderPlugin {
-                render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
-                    backends: Some(Backends::VULKAN),
-                    ..default()
-                })),
-                ..default()
-            }),
-    )
-    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-    .insert_resource(FrameTimes {
-        plugin: args.plugin,
-        warmup: args.warmup,
-        frames: args.frames,
-        last: None,
-        seen: 0,
-        times: Vec::with_capacity(args.frames),
-        cpu_start: None,
-    })
-    .add_systems(First, time_frame)
-    .add_systems(Update, churn_buffers);
+    support::headless_vulkan(&mut app)
+        .insert_resource(FrameTimes {
+            plugin: args.plugin,
+            warmup: args.warmup,
+            frames: args.frames,
+            last: None,
+            seen: 0,
+            times: Vec::with_capacity(args.frames),
+            cpu_start: None,
+        })
+        .add_systems(First, time_frame)
+        .add_systems(Update, churn_buffers);
     app.run()
 }
 

@@ -20,20 +20,20 @@
 //! `--no-plugin` (or `GPU_VALIDATION_NO_PLUGIN=1`) runs the same workload without the plugin, for the
 //! overhead ratio. Always run under `timeout -s KILL`: a hung GPU can block process teardown.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bevy::app::ScheduleRunnerPlugin;
 use bevy::prelude::*;
 use bevy::render::render_resource::{
     BufferDescriptor, BufferUsages, Extent3d, TextureDescriptor, TextureDimension, TextureFormat,
     TextureUsages,
 };
 use bevy::render::renderer::RenderDevice;
-use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
-use bevy::render::{Render, RenderApp, RenderPlugin, RenderSystems};
-use bevy::window::ExitCondition;
+use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::index::{allocator_names, AddressIndex};
 use bevy_gpu_crash_reporter::{
     GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
@@ -134,26 +134,11 @@ fn main() -> AppExit {
             ..default()
         });
     }
-    app.add_plugins(
-        DefaultPlugins
-            .set(WindowPlugin {
-                primary_window: None,
-                exit_condition: ExitCondition::DontExit,
-                ..default()
-            })
-            .set(RenderPlugin {
-                render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
-                    backends: Some(Backends::VULKAN),
-                    ..default()
-                })),
-                ..default()
-            }),
-    )
-    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-    .insert_resource(config.clone())
-    .init_resource::<FrameTimes>()
-    .add_systems(Update, churn_gpu_resources)
-    .add_systems(Last, (record_frame_time, finish).chain());
+    support::headless_vulkan(&mut app)
+        .insert_resource(config.clone())
+        .init_resource::<FrameTimes>()
+        .add_systems(Update, churn_gpu_resources)
+        .add_systems(Last, (record_frame_time, finish).chain());
     if config.mode == Mode::RealFault {
         let fault = FaultState::default();
         app.insert_resource(fault.clone());
