@@ -122,6 +122,71 @@ fn fold_1m_events(c: &mut Criterion) {
     group.finish();
 }
 
+/// Steady-state churn, what a frame does: create and destroy buffers in one memory block, each
+/// unbind carrying the wgpu label (as on NVIDIA and under the drill layer), with the freed history
+/// already full so every unbind evicts. Cost per event (bind or unbind).
+fn fold_churn(c: &mut Criterion) {
+    const LIVE_SET: u64 = 256;
+    const EVENTS: u64 = 200_000;
+    let labels: Vec<String> = (0..8).map(|i| format!("frame_uniforms_{i}")).collect();
+    let record = |i: u64, kind: BindingKind| {
+        let slot = i % LIVE_SET;
+        let r = BindingRecord::new(
+            kind,
+            ash::vk::ObjectType::BUFFER,
+            0x7f00_0000_0000 + i,
+            0x1_0000_0000 + slot * 0x1_0000,
+            0x8000,
+        );
+        let mut r = if kind == BindingKind::Unbind {
+            r.with_name(&labels[(i % 8) as usize])
+        } else {
+            r
+        };
+        r.sequence = i;
+        r
+    };
+    // Warm-up history: fill the freed ring (65,536) so the measured part evicts on every unbind.
+    let mut warm = Vec::new();
+    for i in 0..70_000 {
+        warm.push(record(i, BindingKind::Bind));
+        warm.push(record(i, BindingKind::Unbind));
+    }
+    let mut measured = Vec::new();
+    for i in 70_000..70_000 + EVENTS / 2 {
+        measured.push(record(i, BindingKind::Bind));
+        measured.push(record(i, BindingKind::Unbind));
+    }
+    let mut group = c.benchmark_group("resolve");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(6))
+        .throughput(Throughput::Elements(EVENTS));
+    group.bench_function("fold_churn_named_unbinds", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let mut index = AddressIndex::new(IndexSettings::default());
+                let now = Instant::now();
+                for r in &warm {
+                    index.apply(r, now);
+                }
+                let start = Instant::now();
+                for r in &measured {
+                    index.apply(r, now);
+                }
+                total += start.elapsed();
+                assert_eq!(index.freed_len(), 65_536);
+                drop(black_box(index));
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
 /// 1,000,000 live + 65,536 freed ranges, plus the indices (event numbers) of the freed buffers.
 fn big_index() -> (AddressIndex, Vec<u64>) {
     // Room for 1,065,536 binds before the 65,536 unbinds (the default bound is 1,048,576 live).
@@ -267,5 +332,5 @@ fn resolve_16_addresses(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fold_1m_events, resolve_16_addresses);
+criterion_group!(benches, fold_churn, fold_1m_events, resolve_16_addresses);
 criterion_main!(benches);

@@ -13,7 +13,8 @@ mod range_table;
 
 use std::collections::VecDeque;
 
-use bevy::platform::collections::HashMap;
+use bevy::platform::collections::hash_map::Entry;
+use bevy::platform::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -172,12 +173,54 @@ pub struct AddressIndex {
     settings: IndexSettings,
     next_id: u64,
     live: RangeTable<LiveBinding>,
-    live_by_object: HashMap<ObjectKey, Vec<u64>>,
+    live_by_object: HashMap<ObjectKey, LiveIds>,
     freed: RangeTable<FreedBinding>,
     freed_order: VecDeque<u64>,
     names: HashMap<ObjectKey, Arc<str>>,
     recent: VecDeque<IndexedEvent>,
     stats: IndexStats,
+    /// Names already allocated: labels repeat every frame, so each is allocated once.
+    interned: HashSet<Arc<str>>,
+    /// Reused list of matched live ids in `unbind`, so the steady state allocates nothing there.
+    scratch: Vec<u64>,
+}
+
+/// Distinct names kept interned before the set is cleared (names in use stay alive by their `Arc`).
+const MAX_INTERNED: usize = 16_384;
+
+/// The live range ids of one object: almost always one, stored inline so that creating an object
+/// allocates nothing here.
+#[derive(Clone, Debug)]
+enum LiveIds {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl LiveIds {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            LiveIds::One(id) => std::slice::from_ref(id),
+            LiveIds::Many(ids) => ids,
+        }
+    }
+
+    fn push(&mut self, id: u64) {
+        match self {
+            LiveIds::One(first) => *self = LiveIds::Many(vec![*first, id]),
+            LiveIds::Many(ids) => ids.push(id),
+        }
+    }
+
+    /// Removes `id`; true when none is left.
+    fn remove(&mut self, id: u64) -> bool {
+        match self {
+            LiveIds::One(only) => *only == id,
+            LiveIds::Many(ids) => {
+                ids.retain(|&other| other != id);
+                ids.is_empty()
+            }
+        }
+    }
 }
 
 impl Default for AddressIndex {
@@ -199,6 +242,8 @@ impl AddressIndex {
             names: HashMap::new(),
             recent: VecDeque::new(),
             stats: IndexStats::default(),
+            interned: HashSet::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -251,7 +296,8 @@ impl AddressIndex {
     /// live range are not kept, so the table stays bounded by the live set.
     pub fn set_name(&mut self, key: ObjectKey, name: &str) {
         if self.live_by_object.contains_key(&key) {
-            self.names.insert(key, Arc::from(name));
+            let name = self.intern(name);
+            self.names.insert(key, name);
         }
     }
 
@@ -335,7 +381,8 @@ impl AddressIndex {
         self.stats.events += 1;
         if let Some(name) = record.name() {
             if self.names.get(&key).map(|n| &**n) != Some(&*name) {
-                self.names.insert(key, Arc::from(name.as_ref()));
+                let name = self.intern(&name);
+                self.names.insert(key, name);
             }
         }
         match record.kind {
@@ -355,7 +402,7 @@ impl AddressIndex {
         let ids = self
             .live_by_object
             .get(&key)
-            .map_or(&[][..], |ids| &ids[..]);
+            .map_or(&[][..], LiveIds::as_slice);
         if !record.is_internal_object() {
             // The driver now reports this handle as the application's: its earlier internal
             // bindings are the same object.
@@ -390,49 +437,52 @@ impl AddressIndex {
 
     fn insert_live(&mut self, base: u64, size: u64, binding: LiveBinding) {
         let id = self.fresh_id();
-        self.live_by_object.entry(binding.key).or_default().push(id);
+        match self.live_by_object.entry(binding.key) {
+            Entry::Occupied(mut ids) => ids.get_mut().push(id),
+            Entry::Vacant(slot) => {
+                slot.insert(LiveIds::One(id));
+            }
+        }
         self.live.insert(id, base, size, binding);
     }
 
     fn unbind(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
         self.stats.unbinds += 1;
         let (lo, end) = (record.base, range_end(record.base, record.size));
-        let mut ids: Vec<u64> = self
-            .live_by_object
-            .get(&key)
-            .map(|ids| {
-                ids.iter()
-                    .copied()
-                    .filter(|&id| {
-                        self.live
-                            .get(id)
-                            .is_some_and(|(b, s, _)| b < end && range_end(b, s) > lo)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut ids = std::mem::take(&mut self.scratch);
+        ids.clear();
+        if let Some(own) = self.live_by_object.get(&key) {
+            ids.extend(own.as_slice().iter().copied().filter(|&id| {
+                self.live
+                    .get(id)
+                    .is_some_and(|(b, s, _)| b < end && range_end(b, s) > lo)
+            }));
+        }
         if ids.is_empty() {
             // Handle unknown (bound before capture, an internal handle, or a null handle): an exact
             // range match on an object of the same type is the same allocation.
-            ids = self
-                .live
-                .overlapping(lo, lo)
-                .into_iter()
-                .filter(|&id| {
-                    self.live.get(id).is_some_and(|(b, s, v)| {
-                        b == record.base && s == record.size && v.key.object_type == key.object_type
+            ids.extend(
+                self.live
+                    .overlapping(lo, lo)
+                    .into_iter()
+                    .filter(|&id| {
+                        self.live.get(id).is_some_and(|(b, s, v)| {
+                            b == record.base
+                                && s == record.size
+                                && v.key.object_type == key.object_type
+                        })
                     })
-                })
-                .take(1)
-                .collect();
+                    .take(1),
+            );
         }
         let name = self.names.get(&key).cloned();
         if ids.is_empty() {
             self.stats.unmatched_unbinds += 1;
             self.push_freed(record.base, record.size, key, name, None, record, now);
+            self.scratch = ids;
             return;
         }
-        for id in ids {
+        for &id in &ids {
             let Some((base, size, binding)) = self.live.remove(id) else {
                 continue;
             };
@@ -462,15 +512,30 @@ impl AddressIndex {
                 now,
             );
         }
+        self.scratch = ids;
     }
 
     fn forget_live_id(&mut self, key: ObjectKey, id: u64) {
-        if let Some(ids) = self.live_by_object.get_mut(&key) {
-            ids.retain(|&other| other != id);
-            if ids.is_empty() {
-                self.live_by_object.remove(&key);
-            }
+        if self
+            .live_by_object
+            .get_mut(&key)
+            .is_some_and(|ids| ids.remove(id))
+        {
+            self.live_by_object.remove(&key);
         }
+    }
+
+    /// The shared `Arc` of `name`, allocating only the first time a name is seen.
+    fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.interned.get(name) {
+            return Arc::clone(known);
+        }
+        if self.interned.len() >= MAX_INTERNED {
+            self.interned.clear();
+        }
+        let name: Arc<str> = Arc::from(name);
+        self.interned.insert(Arc::clone(&name));
+        name
     }
 
     #[allow(clippy::too_many_arguments)]
