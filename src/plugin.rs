@@ -194,7 +194,7 @@ impl Plugin for GpuCrashReporterPlugin {
             name: application_name.clone(),
             version: self.application_version.clone(),
             engine_name: "Bevy".into(),
-            engine_version: "0.19".into(),
+            engine_version: "0.19.1".into(),
             executable: std::env::current_exe()
                 .ok()
                 .map(|p| p.display().to_string()),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::index::{allocator_names, object_type_name, AddressIndex, ObjectKey};
+use crate::index::{allocator_names, object_type_name, AddressIndex};
 use crate::report::{
     write_report, ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FrameTiming,
     HangInfo, ObjectState, VendorBinaryInfo, SCHEMA_VERSION,
@@ -463,19 +463,6 @@ fn rfc3339(t: Duration) -> String {
         rem % 60,
         t.subsec_millis()
     )
-}
-
-/// Keys of objects for which names should be looked up in a report (exposed for tests).
-pub fn culprit_keys(report: &CrashReport) -> Vec<ObjectKey> {
-    report
-        .faults
-        .iter()
-        .filter_map(|f| f.culprit.as_ref())
-        .map(|c| ObjectKey {
-            object_type: ash::vk::ObjectType::UNKNOWN.as_raw(),
-            handle: c.handle,
-        })
-        .collect()
 }
 
 /// The watchdog: a thread that declares a hang when submitted work stops completing.
