@@ -18,10 +18,6 @@ mod support;
 use std::time::Duration;
 
 use bevy::prelude::*;
-use bevy::render::render_resource::{
-    BufferDescriptor, BufferUsages, Extent3d, TextureDescriptor, TextureDimension, TextureFormat,
-    TextureUsages,
-};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::{
     GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
@@ -61,66 +57,9 @@ struct DrillFrames {
     total: u32,
 }
 
-/// Long-lived resources the drill keeps alive, plus the per-frame ones it frees next frame.
-#[derive(Default)]
-struct Churn {
-    frame: u64,
-    keep: Vec<bevy::render::render_resource::Buffer>,
-    last: Vec<bevy::render::render_resource::Buffer>,
-    last_textures: Vec<bevy::render::render_resource::Texture>,
-}
-
-fn churn_gpu_resources(device: Res<RenderDevice>, mut churn: Local<Churn>) {
-    churn.frame += 1;
-    if churn.keep.is_empty() {
-        // "particles" is read back by the CPU, so it lives in host-visible memory of its own and
-        // nothing is mapped right after it: an overrun of it faults, as on a real GPU.
-        churn.keep.push(device.create_buffer(&BufferDescriptor {
-            label: Some("particles"),
-            size: 256 * 1024,
-            usage: BufferUsages::MAP_READ | BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        }));
-        for label in ["terrain_vertices", "light_grid"] {
-            churn.keep.push(device.create_buffer(&BufferDescriptor {
-                label: Some(label),
-                size: 256 * 1024,
-                usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }));
-        }
-    }
-    for buffer in churn.last.drain(..) {
-        buffer.destroy();
-    }
-    for texture in churn.last_textures.drain(..) {
-        texture.destroy();
-    }
-    let frame = churn.frame;
-    // Rotating sizes, as real per-frame data varies: the allocator then reuses freed ranges only in
-    // part, which leaves unmapped holes where a use-after-free really faults.
-    let buffer = device.create_buffer(&BufferDescriptor {
-        label: Some(&format!("frame_uniforms_{}", frame % 4)),
-        size: 16 * 1024 * (frame % 4 + 1),
-        usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    churn.last.push(buffer);
-    let texture = device.create_texture(&TextureDescriptor {
-        label: Some("shadow_atlas"),
-        size: Extent3d {
-            width: 256,
-            height: 256,
-            depth_or_array_layers: 1,
-        },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: TextureDimension::D2,
-        format: TextureFormat::Rgba8Unorm,
-        usage: TextureUsages::TEXTURE_BINDING | TextureUsages::COPY_DST,
-        view_formats: &[],
-    });
-    churn.last_textures.push(texture);
+/// The drill's workload: labelled buffers and textures created and freed every frame.
+fn churn_gpu_resources(device: Res<RenderDevice>, mut workload: Local<support::DrillWorkload>) {
+    workload.frame(&device, |_, _| {});
 }
 
 fn finish_after_frames(

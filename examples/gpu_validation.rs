@@ -28,10 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
-use bevy::render::render_resource::{
-    BufferDescriptor, BufferUsages, Extent3d, TextureDescriptor, TextureDimension, TextureFormat,
-    TextureUsages,
-};
+use bevy::render::render_resource::{BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::index::{allocator_names, AddressIndex};
@@ -164,71 +161,23 @@ struct FrameTimes {
     start: Option<Instant>,
 }
 
-/// Long-lived resources plus the per-frame ones freed next frame (the crash_drill workload).
-#[derive(Default)]
-struct Churn {
-    frame: u64,
-    keep: Vec<bevy::render::render_resource::Buffer>,
-    last: Vec<bevy::render::render_resource::Buffer>,
-    last_textures: Vec<bevy::render::render_resource::Texture>,
-}
-
-fn churn_gpu_resources(device: Res<RenderDevice>, config: Res<Config>, mut churn: Local<Churn>) {
-    churn.frame += 1;
-    if churn.keep.is_empty() {
-        churn.keep.push(device.create_buffer(&BufferDescriptor {
-            label: Some("particles"),
-            size: 256 * 1024,
-            usage: BufferUsages::MAP_READ | BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        }));
-        for label in ["terrain_vertices", "light_grid"] {
-            churn.keep.push(device.create_buffer(&BufferDescriptor {
-                label: Some(label),
-                size: 256 * 1024,
-                usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+/// crash_drill's workload (the same objects, so the two runs are comparable) plus `config.churn`
+/// extra buffers per frame for the overhead measurement.
+fn churn_gpu_resources(
+    device: Res<RenderDevice>,
+    config: Res<Config>,
+    mut workload: Local<support::DrillWorkload>,
+) {
+    workload.frame(&device, |device, freed_next_frame| {
+        for i in 0..config.churn {
+            freed_next_frame.push(device.create_buffer(&BufferDescriptor {
+                label: Some(&format!("churn_{i}")),
+                size: 4096 * (u64::from(i % 8) + 1),
+                usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }));
         }
-    }
-    for buffer in churn.last.drain(..) {
-        buffer.destroy();
-    }
-    for texture in churn.last_textures.drain(..) {
-        texture.destroy();
-    }
-    let frame = churn.frame;
-    let buffer = device.create_buffer(&BufferDescriptor {
-        label: Some(&format!("frame_uniforms_{}", frame % 4)),
-        size: 16 * 1024 * (frame % 4 + 1),
-        usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
-        mapped_at_creation: false,
     });
-    churn.last.push(buffer);
-    for i in 0..config.churn {
-        let extra = device.create_buffer(&BufferDescriptor {
-            label: Some(&format!("churn_{i}")),
-            size: 4096 * (u64::from(i % 8) + 1),
-            usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        churn.last.push(extra);
-    }
-    let texture = device.create_texture(&TextureDescriptor {
-        label: Some("shadow_atlas"),
-        size: Extent3d {
-            width: 256,
-            height: 256,
-            depth_or_array_layers: 1,
-        },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: TextureDimension::D2,
-        format: TextureFormat::Rgba8Unorm,
-        usage: TextureUsages::TEXTURE_BINDING | TextureUsages::COPY_DST,
-        view_formats: &[],
-    });
-    churn.last_textures.push(texture);
 }
 
 fn record_frame_time(mut times: ResMut<FrameTimes>) {

@@ -4,9 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use bevy::prelude::*;
-use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
-use bevy::render::RenderPlugin;
-use bevy::window::ExitCondition;
 
 /// lavapipe's ICD manifest on Debian.
 pub const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
@@ -52,21 +49,13 @@ pub fn enable_validation_layer(dir: &Path) -> PathBuf {
     log
 }
 
-/// Default plugins for a headless app on Vulkan: no window, no exit when there is none.
+#[path = "../../examples/support/mod.rs"]
+mod support;
+
+/// Default plugins for a headless app on Vulkan: no window, no exit when there is none (the
+/// examples' set-up, without their loop runner: tests drive `update` themselves).
 pub fn headless_default_plugins() -> impl PluginGroup {
-    DefaultPlugins
-        .set(WindowPlugin {
-            primary_window: None,
-            exit_condition: ExitCondition::DontExit,
-            ..default()
-        })
-        .set(RenderPlugin {
-            render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
-                backends: Some(Backends::VULKAN),
-                ..default()
-            })),
-            ..default()
-        })
+    support::headless_vulkan_plugins()
 }
 
 /// Finishes plugin set-up the way `App::run` does, for tests that drive `update` themselves.
