@@ -298,19 +298,23 @@ impl DeviceTracker {
         self.freed
             .iter()
             .rev()
-            .filter(|t| match label {
+            // Counted over the whole history, before the label filter: `newer` is how many objects
+            // were freed after `t`, whatever their names.
+            .enumerate()
+            .filter(|(_, t)| match label {
                 Some(l) => t.name.as_deref() == Some(l),
                 None => t.object_type == vk::ObjectType::BUFFER,
             })
-            .enumerate()
             .find_map(|(newer, t)| {
-                // Objects freed after `t` that overlap it took its addresses over later: `t` must
-                // be the last tenant of the faulting address, so avoid their ranges too.
+                // Resources freed after `t` that overlap it took its addresses over later: `t` must
+                // be the last tenant of the faulting address, so avoid their ranges too. (Memory
+                // objects are containers, not tenants.)
                 let later_tenants: Vec<Range> = self
                     .freed
                     .iter()
                     .rev()
                     .take(newer)
+                    .filter(|n| n.object_type != vk::ObjectType::DEVICE_MEMORY)
                     .map(|n| n.range)
                     .collect();
                 let at = self.uncovered_point(t.range, &later_tenants)?;
@@ -555,6 +559,28 @@ mod tests {
         assert!(t.freed_target(None).is_none());
         // An overrun of buffer 20 would land in buffer 22's neighbour range: 23 (end unmapped) wins.
         assert_eq!(t.live_target(None, true).unwrap().handle, 23);
+    }
+
+    #[test]
+    fn a_labelled_use_after_free_avoids_later_tenants_of_other_names() {
+        let mut t = DeviceTracker::default();
+        let mem = t.allocate(10, 1 << 20).range;
+        t.create_resource(vk::ObjectType::BUFFER, 20, 0x2000);
+        t.set_name(vk::ObjectType::BUFFER, 20, Some("frame_uniforms_1".into()));
+        t.bind_resource(vk::ObjectType::BUFFER, 20, 10, 0).unwrap();
+        t.destroy_resource(vk::ObjectType::BUFFER, 20).unwrap();
+        // A differently named buffer took the first 0x1800 bytes over, then was freed too.
+        t.create_resource(vk::ObjectType::BUFFER, 21, 0x1800);
+        t.set_name(vk::ObjectType::BUFFER, 21, Some("frame_uniforms_2".into()));
+        t.bind_resource(vk::ObjectType::BUFFER, 21, 10, 0).unwrap();
+        t.destroy_resource(vk::ObjectType::BUFFER, 21).unwrap();
+        let target = t.freed_target(Some("frame_uniforms_1")).unwrap();
+        assert_eq!(target.handle, 20);
+        let at = target.fault_at.unwrap();
+        assert!(
+            (mem.base + 0x1800..mem.base + 0x2000).contains(&at),
+            "{at:#x} must lie where only frame_uniforms_1 ever lived"
+        );
     }
 
     #[test]
