@@ -18,7 +18,7 @@ use crate::{guard, native};
 const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
 
 /// Looks up the device of a dispatchable handle.
-fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {
+pub(crate) fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {
     // SAFETY: hooks are only called by the loader with valid dispatchable handles.
     unsafe { dispatch::device_of(h) }
 }

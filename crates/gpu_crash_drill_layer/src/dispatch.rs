@@ -101,6 +101,9 @@ fn_table!(
         acquire_next_image_khr: PFN_vkAcquireNextImageKHR = c"vkAcquireNextImageKHR",
         acquire_next_image2_khr: PFN_vkAcquireNextImage2KHR = c"vkAcquireNextImage2KHR",
         get_device_fault_info_ext: PFN_vkGetDeviceFaultInfoEXT = c"vkGetDeviceFaultInfoEXT",
+        cmd_pipeline_barrier: PFN_vkCmdPipelineBarrier = c"vkCmdPipelineBarrier",
+        cmd_fill_buffer: PFN_vkCmdFillBuffer = c"vkCmdFillBuffer",
+        cmd_write_buffer_marker_amd: PFN_vkCmdWriteBufferMarkerAMD = c"vkCmdWriteBufferMarkerAMD",
     }
 );
 

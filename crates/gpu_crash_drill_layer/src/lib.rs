@@ -10,18 +10,22 @@
 //!   `vkGetPhysicalDeviceFeatures2`, removed from `vkCreateDevice` before the driver sees them, binding
 //!   reports sent to the application's debug messengers from a deterministic address allocator
 //!   (`bindings`);
+//! - **provides** `VK_AMD_buffer_marker` where the driver lacks it, whatever the scenario
+//!   (`commands`);
 //! - **injects** the fault chosen by `GPU_CRASH_DRILL=<scenario>[:<label>]` after
 //!   `GPU_CRASH_DRILL_AFTER` submissions (`fault`), and answers the fault queries from it.
 //!
 //! Module map: `loader` (loader-layer ABI), `dispatch` (next-layer tables, object maps), `instance` /
 //! `device` (the hooks), `extensions` + `chain` (provided extensions), `bindings`, `native` (driver
-//! addresses where the driver has the binding report), `fault`, `config`.
+//! addresses where the driver has the binding report), `commands` (what the layer records into command
+//! buffers), `fault`, `config`.
 //!
 //! No panic crosses the FFI boundary: every exported function and hook runs inside [`guard`].
 
 mod bindings;
 mod chain;
 mod chain_sizes;
+mod commands;
 mod config;
 mod device;
 mod dispatch;
@@ -183,10 +187,14 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     })
 }
 
-/// Entry points of the fault extensions the layer serves itself.
+/// Entry points of the extensions the layer serves itself (fault queries, buffer markers).
 fn fault_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     use device::*;
     Some(match name {
+        b"vkCmdWriteBufferMarkerAMD" => hook!(
+            commands::cmd_write_buffer_marker_amd,
+            vk::PFN_vkCmdWriteBufferMarkerAMD
+        )?,
         b"vkGetDeviceFaultInfoEXT" => {
             hook!(get_device_fault_info_ext, vk::PFN_vkGetDeviceFaultInfoEXT)?
         }
@@ -271,6 +279,7 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
             b"vkGetDeviceFaultReportsKHR" | b"vkGetDeviceFaultDebugInfoKHR" => {
                 ext.khr_fault_enabled && ext.provided.khr_fault
             }
+            b"vkCmdWriteBufferMarkerAMD" => ext.buffer_marker_enabled,
             _ => false,
         };
         if ours {

@@ -37,6 +37,16 @@ fn advertises_khr_extensions_features_and_properties() {
 }
 
 #[test]
+fn amd_buffer_marker_without_scenario() {
+    let out = run_child("marker", &[]);
+    assert!(
+        drill_lines(&out.stderr).is_empty(),
+        "no scenario, no lines:\n{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn binding_reports_match_creates_and_destroys() {
     run_child("bindings", &[]);
 }
@@ -216,6 +226,7 @@ fn child_entry() {
         }
         ["hang", api] => case_hang(if *api == "khr" { Api::Khr } else { Api::Ext }),
         ["passthrough"] => case_passthrough(),
+        ["marker"] => case_marker(),
         ["no-extensions"] => case_no_extensions(),
         _ => panic!("unknown case {case}"),
     }
@@ -278,7 +289,9 @@ fn case_extensions(api: Api) {
     let layer_list = ext_names(&gpu, Some(c"VK_LAYER_gpu_crash_drill"));
     let mut expected: Vec<&str> = vec!["VK_EXT_device_address_binding_report"];
     expected.extend(&ours);
+    expected.push("VK_AMD_buffer_marker");
     assert_eq!(layer_list, expected);
+    assert_eq!(has("VK_AMD_buffer_marker"), 1, "{all:?}");
 
     // Features: ours filled, the other API's left alone.
     let mut abort = PhysicalDeviceShaderAbortFeaturesKHR::default();
@@ -354,6 +367,10 @@ fn case_extensions(api: Api) {
     };
     assert_eq!(gdpa(c"vkGetDeviceFaultInfoEXT").is_some(), is_ext);
     assert_eq!(gdpa(c"vkGetDeviceFaultReportsKHR").is_some(), !is_ext);
+    assert!(
+        gdpa(c"vkCmdWriteBufferMarkerAMD").is_none(),
+        "marker entry point without the extension enabled"
+    );
     if is_ext {
         let counts = ext_counts(&gpu);
         assert_eq!(
@@ -380,6 +397,47 @@ fn case_extensions(api: Api) {
         assert_eq!((r, n), (vk::Result::TIMEOUT, 0));
     }
     gpu.submit_ok(3);
+}
+
+fn case_marker() {
+    let all = {
+        let gpu = Gpu::new(Api::None, false);
+        ext_names(&gpu, None)
+    };
+    assert_eq!(
+        all.iter().filter(|e| *e == "VK_AMD_buffer_marker").count(),
+        1,
+        "{all:?}"
+    );
+    let gpu = Gpu::with_extensions(Api::None, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(16);
+    let scratch = gpu.mapped_buffer(1024);
+    let cb = gpu.begin();
+    gpu.marker(cb, vk::PipelineStageFlags::TOP_OF_PIPE, out.buffer, 0, 0xA1);
+    // SAFETY: recording, outside a render pass; the buffer has TRANSFER_DST.
+    unsafe {
+        gpu.device
+            .cmd_fill_buffer(cb, scratch.buffer, 0, 4096, 0x5555_5555)
+    };
+    gpu.marker(cb, vk::PipelineStageFlags::TRANSFER, out.buffer, 8, 0xB2);
+    gpu.marker(
+        cb,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        60,
+        0xC3,
+    );
+    gpu.end(cb);
+    let fence = gpu.fence();
+    assert_eq!(gpu.submit_cb(cb, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 5_000_000_000), vk::Result::SUCCESS);
+    let words: Vec<u32> = (0..16).map(|i| out.read(i)).collect();
+    let mut want = [0u32; 16];
+    want[0] = 0xA1;
+    want[2] = 0xB2;
+    want[15] = 0xC3;
+    assert_eq!(words, want);
+    assert_eq!(scratch.read(1023), 0x5555_5555, "the work in between ran");
 }
 
 fn case_bindings() {
