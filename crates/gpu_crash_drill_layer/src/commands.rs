@@ -4,11 +4,132 @@
 //! from the given stage, a 4-byte `vkCmdFillBuffer` of the marker value, and a barrier that makes the
 //! write visible to the host, so a host-coherent mapped buffer shows the marker once the work before
 //! it has executed (the emulation of a breadcrumb that a GPU writes as it goes).
+//!
+//! Commands the layer adds must land where they are valid, so [`CommandTracker`] follows each command
+//! buffer's pool (queue family), level and render pass state from the pool, allocate, begin/end and
+//! render pass hooks below. The hooks are only installed on devices where the layer records anything
+//! (`DeviceData::tracks_commands`).
 
-use ash::vk;
+use std::collections::HashMap;
 
-use crate::device::dev_of;
+use ash::vk::{self, Handle};
+
+use crate::device::{dev_of, NO_DEVICE};
+use crate::dispatch::DeviceData;
 use crate::guard;
+use crate::log::log_line;
+
+/// Where a command buffer's recording stands with respect to render pass instances.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum PassState {
+    #[default]
+    Outside,
+    /// Inside a render pass instance (or a secondary command buffer that continues one).
+    Inside {
+        /// A dynamic rendering instance begun with `VK_RENDERING_SUSPENDING_BIT`.
+        suspending: bool,
+    },
+    /// After a suspended dynamic rendering instance: no action or synchronization command may be
+    /// recorded until it resumes (in this or a later command buffer).
+    Suspended,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CommandBufferState {
+    pool: u64,
+    primary: bool,
+    pass: PassState,
+}
+
+/// Per-device command pool and command buffer bookkeeping.
+#[derive(Debug, Default)]
+pub(crate) struct CommandTracker {
+    /// Pool → queue family index.
+    pools: HashMap<u64, u32>,
+    buffers: HashMap<u64, CommandBufferState>,
+    marker_in_pass_warned: bool,
+}
+
+impl CommandTracker {
+    pub(crate) fn create_pool(&mut self, pool: u64, family: u32) {
+        self.pools.insert(pool, family);
+    }
+
+    /// Forgets a destroyed pool and its command buffers; returns those.
+    pub(crate) fn destroy_pool(&mut self, pool: u64) -> Vec<u64> {
+        self.pools.remove(&pool);
+        let gone = self.pool_buffers(pool);
+        for cb in &gone {
+            self.buffers.remove(cb);
+        }
+        gone
+    }
+
+    /// The command buffers of `pool` (for a pool reset).
+    pub(crate) fn pool_buffers(&self, pool: u64) -> Vec<u64> {
+        self.buffers
+            .iter()
+            .filter(|(_, s)| s.pool == pool)
+            .map(|(&cb, _)| cb)
+            .collect()
+    }
+
+    pub(crate) fn allocate(&mut self, pool: u64, primary: bool, buffers: &[u64]) {
+        for &cb in buffers {
+            self.buffers.insert(
+                cb,
+                CommandBufferState {
+                    pool,
+                    primary,
+                    pass: PassState::Outside,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn free(&mut self, buffers: &[u64]) {
+        for cb in buffers {
+            self.buffers.remove(cb);
+        }
+    }
+
+    /// `vkBeginCommandBuffer` / a reset: recording starts outside any render pass, except for a
+    /// secondary command buffer that continues one.
+    pub(crate) fn begin(&mut self, cb: u64, continues_pass: bool) {
+        if let Some(s) = self.buffers.get_mut(&cb) {
+            s.pass = if continues_pass && !s.primary {
+                PassState::Inside { suspending: false }
+            } else {
+                PassState::Outside
+            };
+        }
+    }
+
+    pub(crate) fn begin_pass(&mut self, cb: u64, suspending: bool) {
+        if let Some(s) = self.buffers.get_mut(&cb) {
+            s.pass = PassState::Inside { suspending };
+        }
+    }
+
+    /// A render pass instance ended; true when recording is now outside any instance.
+    pub(crate) fn end_pass(&mut self, cb: u64) -> bool {
+        let Some(s) = self.buffers.get_mut(&cb) else {
+            return false;
+        };
+        s.pass = match s.pass {
+            PassState::Inside { suspending: true } => PassState::Suspended,
+            _ => PassState::Outside,
+        };
+        s.pass == PassState::Outside
+    }
+
+    /// True when a known command buffer is inside (or between the parts of) a render pass instance.
+    pub(crate) fn in_pass(&self, cb: u64) -> bool {
+        self.buffers
+            .get(&cb)
+            .is_some_and(|s| s.pass != PassState::Outside)
+    }
+}
 
 /// The layer's `vkCmdWriteBufferMarkerAMD`.
 ///
@@ -45,6 +166,19 @@ pub(crate) unsafe extern "system" fn cmd_write_buffer_marker_amd(
         else {
             return;
         };
+        {
+            let mut st = dev.lock();
+            if st.commands.in_pass(command_buffer.as_raw()) {
+                // vkCmdFillBuffer is invalid there; recording it could crash the driver.
+                if !std::mem::replace(&mut st.commands.marker_in_pass_warned, true) {
+                    log_line(
+                        "vkCmdWriteBufferMarkerAMD inside a render pass instance: the emulation \
+                         (vkCmdFillBuffer) cannot write there; such markers are skipped",
+                    );
+                }
+                return;
+            }
+        }
         // BOTTOM_OF_PIPE as a first scope waits for nothing's writes; "everything before" is what a
         // marker at the bottom of the pipe means.
         let src_stage = if pipeline_stage.is_empty()
@@ -96,4 +230,477 @@ pub(crate) unsafe extern "system" fn cmd_write_buffer_marker_amd(
             );
         }
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tracking hooks. Each calls down unchanged and updates the tracker; without `tracks_commands` (a
+// device whose entry points came through vkGetInstanceProcAddr) it only calls down.
+
+pub(crate) unsafe extern "system" fn create_command_pool(
+    device: vk::Device,
+    p_info: *const vk::CommandPoolCreateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_pool: *mut vk::CommandPool,
+) -> vk::Result {
+    guard(
+        "vkCreateCommandPool",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(device) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.create_command_pool else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(device, p_info, p_allocator, p_pool) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                // SAFETY: success: valid info and output handle.
+                let (pool, family) = unsafe { ((*p_pool).as_raw(), (*p_info).queue_family_index) };
+                dev.lock().commands.create_pool(pool, family);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn destroy_command_pool(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    guard("vkDestroyCommandPool", (), || {
+        let Some(dev) = dev_of(device) else { return };
+        if dev.tracks_commands {
+            let gone = dev.lock().commands.destroy_pool(pool.as_raw());
+            forget_buffers(&dev, &gone);
+        }
+        if let Some(next) = dev.fns.destroy_command_pool {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(device, pool, p_allocator) };
+        }
+    })
+}
+
+pub(crate) unsafe extern "system" fn reset_command_pool(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    flags: vk::CommandPoolResetFlags,
+) -> vk::Result {
+    guard(
+        "vkResetCommandPool",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(device) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.reset_command_pool else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(device, pool, flags) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                let reset = {
+                    let mut st = dev.lock();
+                    let reset = st.commands.pool_buffers(pool.as_raw());
+                    for &cb in &reset {
+                        st.commands.begin(cb, false);
+                    }
+                    reset
+                };
+                forget_buffers(&dev, &reset);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn allocate_command_buffers(
+    device: vk::Device,
+    p_info: *const vk::CommandBufferAllocateInfo<'_>,
+    p_buffers: *mut vk::CommandBuffer,
+) -> vk::Result {
+    guard(
+        "vkAllocateCommandBuffers",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(device) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.allocate_command_buffers else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(device, p_info, p_buffers) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                // SAFETY: success: valid info; `p_buffers` holds `commandBufferCount` handles.
+                let (pool, primary, buffers) = unsafe {
+                    let info = &*p_info;
+                    let buffers: Vec<u64> =
+                        std::slice::from_raw_parts(p_buffers, info.command_buffer_count as usize)
+                            .iter()
+                            .map(|b| b.as_raw())
+                            .collect();
+                    (
+                        info.command_pool.as_raw(),
+                        info.level == vk::CommandBufferLevel::PRIMARY,
+                        buffers,
+                    )
+                };
+                dev.lock().commands.allocate(pool, primary, &buffers);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn free_command_buffers(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    count: u32,
+    p_buffers: *const vk::CommandBuffer,
+) {
+    guard("vkFreeCommandBuffers", (), || {
+        let Some(dev) = dev_of(device) else { return };
+        if dev.tracks_commands && !p_buffers.is_null() {
+            // SAFETY: `p_buffers` holds `count` handles (null ones are ignored by the tracker).
+            let buffers: Vec<u64> =
+                unsafe { std::slice::from_raw_parts(p_buffers, count as usize) }
+                    .iter()
+                    .map(|b| b.as_raw())
+                    .collect();
+            dev.lock().commands.free(&buffers);
+            forget_buffers(&dev, &buffers);
+        }
+        if let Some(next) = dev.fns.free_command_buffers {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(device, pool, count, p_buffers) };
+        }
+    })
+}
+
+pub(crate) unsafe extern "system" fn begin_command_buffer(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::CommandBufferBeginInfo<'_>,
+) -> vk::Result {
+    guard(
+        "vkBeginCommandBuffer",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(cb) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.begin_command_buffer else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(cb, p_info) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                // SAFETY: a valid begin info per the spec.
+                let flags = unsafe { p_info.as_ref() }
+                    .map(|i| i.flags)
+                    .unwrap_or_default();
+                let continues = flags.contains(vk::CommandBufferUsageFlags::RENDER_PASS_CONTINUE);
+                dev.lock().commands.begin(cb.as_raw(), continues);
+                forget_buffers(&dev, &[cb.as_raw()]);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Result {
+    guard(
+        "vkEndCommandBuffer",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(cb) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.end_command_buffer else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb) }
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn reset_command_buffer(
+    cb: vk::CommandBuffer,
+    flags: vk::CommandBufferResetFlags,
+) -> vk::Result {
+    guard(
+        "vkResetCommandBuffer",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(cb) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.reset_command_buffer else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(cb, flags) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                dev.lock().commands.begin(cb.as_raw(), false);
+                forget_buffers(&dev, &[cb.as_raw()]);
+            }
+            r
+        },
+    )
+}
+
+/// Command buffers whose recorded content is gone (freed, reset, re-begun): nothing the layer
+/// recorded into them will ever execute.
+fn forget_buffers(_dev: &DeviceData, _buffers: &[u64]) {}
+
+fn pass_begun(cb: vk::CommandBuffer, suspending: bool) {
+    if let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) {
+        dev.lock().commands.begin_pass(cb.as_raw(), suspending);
+    }
+}
+
+fn pass_ended(cb: vk::CommandBuffer) {
+    if let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) {
+        dev.lock().commands.end_pass(cb.as_raw());
+    }
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    contents: vk::SubpassContents,
+) {
+    guard("vkCmdBeginRenderPass", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_begin_render_pass {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb, p_begin, contents) };
+        }
+        pass_begun(cb, false);
+    })
+}
+
+unsafe fn begin_render_pass2_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdBeginRenderPass2>,
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb, p_begin, p_subpass) };
+    }
+    pass_begun(cb, false);
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass2(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRenderPass2", (), || unsafe {
+        begin_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_begin_render_pass2
+                    .or(d.fns.cmd_begin_render_pass2_khr)
+            },
+            cb,
+            p_begin,
+            p_subpass,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass2_khr(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRenderPass2KHR", (), || unsafe {
+        begin_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_begin_render_pass2_khr
+                    .or(d.fns.cmd_begin_render_pass2)
+            },
+            cb,
+            p_begin,
+            p_subpass,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_render_pass(cb: vk::CommandBuffer) {
+    guard("vkCmdEndRenderPass", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_end_render_pass {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb) };
+        }
+        pass_ended(cb);
+    })
+}
+
+unsafe fn end_render_pass2_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdEndRenderPass2>,
+    cb: vk::CommandBuffer,
+    p_end: *const vk::SubpassEndInfo<'_>,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb, p_end) };
+    }
+    pass_ended(cb);
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_render_pass2(
+    cb: vk::CommandBuffer,
+    p_end: *const vk::SubpassEndInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdEndRenderPass2", (), || unsafe {
+        end_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_end_render_pass2
+                    .or(d.fns.cmd_end_render_pass2_khr)
+            },
+            cb,
+            p_end,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_render_pass2_khr(
+    cb: vk::CommandBuffer,
+    p_end: *const vk::SubpassEndInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdEndRenderPass2KHR", (), || unsafe {
+        end_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_end_render_pass2_khr
+                    .or(d.fns.cmd_end_render_pass2)
+            },
+            cb,
+            p_end,
+        )
+    })
+}
+
+unsafe fn begin_rendering_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdBeginRendering>,
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb, p_info) };
+    }
+    // SAFETY: a valid rendering info per the spec.
+    let flags = unsafe { p_info.as_ref() }
+        .map(|i| i.flags)
+        .unwrap_or_default();
+    pass_begun(cb, flags.contains(vk::RenderingFlags::SUSPENDING));
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_rendering(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRendering", (), || unsafe {
+        begin_rendering_with(
+            |d| d.fns.cmd_begin_rendering.or(d.fns.cmd_begin_rendering_khr),
+            cb,
+            p_info,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_rendering_khr(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRenderingKHR", (), || unsafe {
+        begin_rendering_with(
+            |d| d.fns.cmd_begin_rendering_khr.or(d.fns.cmd_begin_rendering),
+            cb,
+            p_info,
+        )
+    })
+}
+
+fn end_rendering_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdEndRendering>,
+    cb: vk::CommandBuffer,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb) };
+    }
+    pass_ended(cb);
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_rendering(cb: vk::CommandBuffer) {
+    guard("vkCmdEndRendering", (), || {
+        end_rendering_with(
+            |d| d.fns.cmd_end_rendering.or(d.fns.cmd_end_rendering_khr),
+            cb,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_rendering_khr(cb: vk::CommandBuffer) {
+    guard("vkCmdEndRenderingKHR", (), || {
+        end_rendering_with(
+            |d| d.fns.cmd_end_rendering_khr.or(d.fns.cmd_end_rendering),
+            cb,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_pass_state_follows_levels_and_instances() {
+        let mut t = CommandTracker::default();
+        t.create_pool(1, 3);
+        t.allocate(1, true, &[10]);
+        t.allocate(1, false, &[11]);
+        t.begin(10, false);
+        assert!(!t.in_pass(10));
+        t.begin_pass(10, false);
+        assert!(t.in_pass(10));
+        assert!(t.end_pass(10));
+        assert!(!t.in_pass(10));
+        // A suspended dynamic rendering instance counts as inside until it ends for good.
+        t.begin_pass(10, true);
+        assert!(!t.end_pass(10));
+        assert!(t.in_pass(10));
+        t.begin_pass(10, false);
+        assert!(t.end_pass(10));
+        // A secondary that continues a render pass is inside it; a primary never "continues".
+        t.begin(11, true);
+        assert!(t.in_pass(11));
+        t.begin(10, true);
+        assert!(!t.in_pass(10));
+        // Unknown command buffers are never "inside".
+        assert!(!t.in_pass(99));
+        assert_eq!(t.destroy_pool(1).len(), 2);
+        assert!(t.pool_buffers(1).is_empty());
+    }
 }

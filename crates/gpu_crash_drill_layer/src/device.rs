@@ -15,7 +15,7 @@ use crate::dispatch::{self, DeviceData};
 use crate::fault::{self, SubmitAction};
 use crate::{guard, native};
 
-const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
+pub(crate) const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
 
 /// Looks up the device of a dispatchable handle.
 pub(crate) fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ash::vk::{self, Handle};
 
 use crate::bindings::DeviceTracker;
+use crate::commands::CommandTracker;
 use crate::config::Config;
 use crate::extensions::DeviceExtensions;
 use crate::fault::FaultState;
@@ -104,6 +105,24 @@ fn_table!(
         cmd_pipeline_barrier: PFN_vkCmdPipelineBarrier = c"vkCmdPipelineBarrier",
         cmd_fill_buffer: PFN_vkCmdFillBuffer = c"vkCmdFillBuffer",
         cmd_write_buffer_marker_amd: PFN_vkCmdWriteBufferMarkerAMD = c"vkCmdWriteBufferMarkerAMD",
+        create_command_pool: PFN_vkCreateCommandPool = c"vkCreateCommandPool",
+        destroy_command_pool: PFN_vkDestroyCommandPool = c"vkDestroyCommandPool",
+        reset_command_pool: PFN_vkResetCommandPool = c"vkResetCommandPool",
+        allocate_command_buffers: PFN_vkAllocateCommandBuffers = c"vkAllocateCommandBuffers",
+        free_command_buffers: PFN_vkFreeCommandBuffers = c"vkFreeCommandBuffers",
+        begin_command_buffer: PFN_vkBeginCommandBuffer = c"vkBeginCommandBuffer",
+        end_command_buffer: PFN_vkEndCommandBuffer = c"vkEndCommandBuffer",
+        reset_command_buffer: PFN_vkResetCommandBuffer = c"vkResetCommandBuffer",
+        cmd_begin_render_pass: PFN_vkCmdBeginRenderPass = c"vkCmdBeginRenderPass",
+        cmd_begin_render_pass2: PFN_vkCmdBeginRenderPass2 = c"vkCmdBeginRenderPass2",
+        cmd_begin_render_pass2_khr: PFN_vkCmdBeginRenderPass2 = c"vkCmdBeginRenderPass2KHR",
+        cmd_end_render_pass: PFN_vkCmdEndRenderPass = c"vkCmdEndRenderPass",
+        cmd_end_render_pass2: PFN_vkCmdEndRenderPass2 = c"vkCmdEndRenderPass2",
+        cmd_end_render_pass2_khr: PFN_vkCmdEndRenderPass2 = c"vkCmdEndRenderPass2KHR",
+        cmd_begin_rendering: PFN_vkCmdBeginRendering = c"vkCmdBeginRendering",
+        cmd_begin_rendering_khr: PFN_vkCmdBeginRendering = c"vkCmdBeginRenderingKHR",
+        cmd_end_rendering: PFN_vkCmdEndRendering = c"vkCmdEndRendering",
+        cmd_end_rendering_khr: PFN_vkCmdEndRendering = c"vkCmdEndRenderingKHR",
     }
 );
 
@@ -147,6 +166,10 @@ pub(crate) struct DeviceData {
     pub fns: DeviceFns,
     pub extensions: DeviceExtensions,
     pub physical: PhysicalInfo,
+    /// Command pools, command buffers and render pass instances are tracked (`commands.rs`): only
+    /// when the layer records into command buffers (buffer markers enabled, or a scenario that
+    /// inserts a wait); otherwise those hooks are not even returned from `vkGetDeviceProcAddr`.
+    pub tracks_commands: bool,
     pub state: Mutex<DeviceState>,
 }
 
@@ -163,6 +186,7 @@ pub(crate) struct PhysicalInfo {
 pub(crate) struct DeviceState {
     pub tracker: DeviceTracker,
     pub fault: FaultState,
+    pub commands: CommandTracker,
 }
 
 impl DeviceData {

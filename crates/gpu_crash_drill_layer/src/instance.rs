@@ -395,9 +395,11 @@ unsafe fn create_device_inner(
         fns,
         extensions: enabled,
         physical: physical_info,
+        tracks_commands: enabled.buffer_marker_enabled,
         state: Mutex::new(DeviceState {
             tracker: Default::default(),
             fault: Default::default(),
+            commands: Default::default(),
         }),
     };
     // SAFETY: valid device handle.

@@ -187,6 +187,37 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     })
 }
 
+/// Device-level hooks that follow command buffers (`commands.rs`): returned from
+/// `vkGetDeviceProcAddr` only for devices where the layer records into command buffers.
+fn command_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    use commands::*;
+    Some(match name {
+        b"vkCreateCommandPool" => hook!(create_command_pool, vk::PFN_vkCreateCommandPool)?,
+        b"vkDestroyCommandPool" => hook!(destroy_command_pool, vk::PFN_vkDestroyCommandPool)?,
+        b"vkResetCommandPool" => hook!(reset_command_pool, vk::PFN_vkResetCommandPool)?,
+        b"vkAllocateCommandBuffers" => {
+            hook!(allocate_command_buffers, vk::PFN_vkAllocateCommandBuffers)?
+        }
+        b"vkFreeCommandBuffers" => hook!(free_command_buffers, vk::PFN_vkFreeCommandBuffers)?,
+        b"vkBeginCommandBuffer" => hook!(begin_command_buffer, vk::PFN_vkBeginCommandBuffer)?,
+        b"vkEndCommandBuffer" => hook!(end_command_buffer, vk::PFN_vkEndCommandBuffer)?,
+        b"vkResetCommandBuffer" => hook!(reset_command_buffer, vk::PFN_vkResetCommandBuffer)?,
+        b"vkCmdBeginRenderPass" => hook!(cmd_begin_render_pass, vk::PFN_vkCmdBeginRenderPass)?,
+        b"vkCmdBeginRenderPass2" => hook!(cmd_begin_render_pass2, vk::PFN_vkCmdBeginRenderPass2)?,
+        b"vkCmdBeginRenderPass2KHR" => {
+            hook!(cmd_begin_render_pass2_khr, vk::PFN_vkCmdBeginRenderPass2)?
+        }
+        b"vkCmdEndRenderPass" => hook!(cmd_end_render_pass, vk::PFN_vkCmdEndRenderPass)?,
+        b"vkCmdEndRenderPass2" => hook!(cmd_end_render_pass2, vk::PFN_vkCmdEndRenderPass2)?,
+        b"vkCmdEndRenderPass2KHR" => hook!(cmd_end_render_pass2_khr, vk::PFN_vkCmdEndRenderPass2)?,
+        b"vkCmdBeginRendering" => hook!(cmd_begin_rendering, vk::PFN_vkCmdBeginRendering)?,
+        b"vkCmdBeginRenderingKHR" => hook!(cmd_begin_rendering_khr, vk::PFN_vkCmdBeginRendering)?,
+        b"vkCmdEndRendering" => hook!(cmd_end_rendering, vk::PFN_vkCmdEndRendering)?,
+        b"vkCmdEndRenderingKHR" => hook!(cmd_end_rendering_khr, vk::PFN_vkCmdEndRendering)?,
+        _ => return None,
+    })
+}
+
 /// Entry points of the extensions the layer serves itself (fault queries, buffer markers).
 fn fault_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     use device::*;
@@ -247,7 +278,7 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
         if let Some(h) = fault_hook(name) {
             return Some(h);
         }
-        if let Some(h) = device_hook(name) {
+        if let Some(h) = device_hook(name).or_else(|| command_hook(name)) {
             return next.map(|_| h);
         }
         next
@@ -287,6 +318,13 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
         }
         // SAFETY: the next layer's GDPA with the device it created.
         let next = unsafe { (dev.next_gdpa)(device, p_name) };
+        if let Some(h) = command_hook(name) {
+            return if dev.tracks_commands && next.is_some() {
+                Some(h)
+            } else {
+                next
+            };
+        }
         match device_hook(name) {
             Some(h) if next.is_some() => Some(h),
             _ => next,

@@ -420,6 +420,50 @@ impl Gpu {
         }
     }
 
+    /// A render pass without attachments (one subpass) and a 16x16 framebuffer for it: the cheapest
+    /// render pass instance, as wgpu begins them (`vkCmdBeginRenderPass`).
+    pub fn empty_render_pass(&self) -> (vk::RenderPass, vk::Framebuffer) {
+        let subpasses =
+            [vk::SubpassDescription::default()
+                .pipeline_bind_point(vk::PipelineBindPoint::GRAPHICS)];
+        let info = vk::RenderPassCreateInfo::default().subpasses(&subpasses);
+        // SAFETY: valid device and create info.
+        let pass = unsafe { self.device.create_render_pass(&info, None) }.unwrap();
+        let fb_info = vk::FramebufferCreateInfo::default()
+            .render_pass(pass)
+            .width(16)
+            .height(16)
+            .layers(1);
+        // SAFETY: valid device and create info.
+        let fb = unsafe { self.device.create_framebuffer(&fb_info, None) }.unwrap();
+        (pass, fb)
+    }
+
+    /// Begins an instance of `pass` in `cb`.
+    pub fn begin_pass(&self, cb: vk::CommandBuffer, (pass, fb): (vk::RenderPass, vk::Framebuffer)) {
+        let info = vk::RenderPassBeginInfo::default()
+            .render_pass(pass)
+            .framebuffer(fb)
+            .render_area(vk::Rect2D {
+                offset: vk::Offset2D::default(),
+                extent: vk::Extent2D {
+                    width: 16,
+                    height: 16,
+                },
+            });
+        // SAFETY: `cb` is recording outside a render pass.
+        unsafe {
+            self.device
+                .cmd_begin_render_pass(cb, &info, vk::SubpassContents::INLINE)
+        };
+    }
+
+    /// Ends the render pass instance of `cb`.
+    pub fn end_pass(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is inside a render pass instance.
+        unsafe { self.device.cmd_end_render_pass(cb) };
+    }
+
     /// `vkCmdWriteBufferMarkerAMD` through the device's own entry point.
     pub fn marker(
         &self,
