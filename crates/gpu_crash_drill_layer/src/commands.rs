@@ -14,8 +14,10 @@ use std::collections::HashMap;
 
 use ash::vk::{self, Handle};
 
+use crate::config::Scenario;
 use crate::device::{dev_of, NO_DEVICE};
 use crate::dispatch::DeviceData;
+use crate::fault::{self, WaitInjection};
 use crate::guard;
 use crate::log::log_line;
 
@@ -121,6 +123,16 @@ impl CommandTracker {
             _ => PassState::Outside,
         };
         s.pass == PassState::Outside
+    }
+
+    /// The queue family of a known primary command buffer recording outside any render pass: where
+    /// the layer may insert its own synchronization commands.
+    pub(crate) fn insertable(&self, cb: u64) -> Option<u32> {
+        let s = self.buffers.get(&cb)?;
+        if !s.primary || s.pass != PassState::Outside {
+            return None;
+        }
+        self.pools.get(&s.pool).copied()
     }
 
     /// True when a known command buffer is inside (or between the parts of) a render pass instance.
@@ -420,6 +432,11 @@ pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -
             let Some(next) = dev.fns.end_command_buffer else {
                 return NO_DEVICE;
             };
+            if dev.tracks_commands {
+                if let Some(event) = claim_stall(&dev, cb.as_raw()) {
+                    record_wait(&dev, cb, event);
+                }
+            }
             // SAFETY: forwarded unchanged.
             unsafe { next(cb) }
         },
@@ -451,9 +468,73 @@ pub(crate) unsafe extern "system" fn reset_command_buffer(
     )
 }
 
-/// Command buffers whose recorded content is gone (freed, reset, re-begun): nothing the layer
-/// recorded into them will ever execute.
-fn forget_buffers(_dev: &DeviceData, _buffers: &[u64]) {}
+/// Command buffers whose recorded content is gone (freed, reset, re-begun): a drill wait recorded
+/// into one of them and never submitted will not run, so the next insertion point gets it.
+fn forget_buffers(dev: &DeviceData, buffers: &[u64]) {
+    let mut st = dev.lock();
+    if let WaitInjection::Recorded(cb) = st.fault.wait {
+        if buffers.contains(&cb) {
+            st.fault.wait = WaitInjection::Armed;
+            log_line(&format!(
+                "command buffer 0x{cb:x} holding the injected wait was reset or freed before it was \
+                 submitted; the wait goes into the next one"
+            ));
+        }
+    }
+}
+
+/// Whether a family can run `vkCmdWaitEvents` (graphics or compute; not transfer-only).
+fn family_can_wait(dev: &DeviceData, family: u32) -> bool {
+    dev.queue_families
+        .get(family as usize)
+        .is_some_and(|f| f.intersects(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE))
+}
+
+/// `stall`: the first primary command buffer ended after the threshold gets the wait. Returns the
+/// event to wait on and marks the wait recorded in `cb`.
+fn claim_stall(dev: &DeviceData, cb: u64) -> Option<vk::Event> {
+    let config = &dev.instance.config;
+    if !matches!(config.scenario, Some(Scenario::Stall(_))) || dev.fns.cmd_wait_events.is_none() {
+        return None;
+    }
+    let mut st = dev.lock();
+    if st.fault.wait != WaitInjection::Armed || fault::submissions(&st) < config.after {
+        return None;
+    }
+    // A primary ends outside any render pass; the check also skips secondaries and unknown buffers.
+    let family = st.commands.insertable(cb)?;
+    if !family_can_wait(dev, family) {
+        return None;
+    }
+    let event = (*dev.event_slot())?;
+    st.fault.wait = WaitInjection::Recorded(cb);
+    Some(event)
+}
+
+/// Records `vkCmdWaitEvents` on the drill event (set from the host: srcStageMask HOST) that holds
+/// every later command of the submission (dstStageMask ALL_COMMANDS).
+fn record_wait(dev: &DeviceData, cb: vk::CommandBuffer, event: vk::Event) {
+    let Some(wait) = dev.fns.cmd_wait_events else {
+        return;
+    };
+    // SAFETY: `cb` is recording, outside any render pass, in a family that supports the command
+    // (checked by the caller); `event` is the layer's live event of this device.
+    unsafe {
+        wait(
+            cb,
+            1,
+            &event,
+            vk::PipelineStageFlags::HOST,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+        )
+    };
+}
 
 fn pass_begun(cb: vk::CommandBuffer, suspending: bool) {
     if let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) {
@@ -698,8 +779,14 @@ mod tests {
         assert!(t.in_pass(11));
         t.begin(10, true);
         assert!(!t.in_pass(10));
-        // Unknown command buffers are never "inside".
+        // Insertion points: primaries outside any render pass, with their pool's family.
+        assert_eq!(t.insertable(10), Some(3));
+        t.begin_pass(10, false);
+        assert_eq!(t.insertable(10), None);
+        assert_eq!(t.insertable(11), None);
+        // Unknown command buffers are never "inside" and never insertion points.
         assert!(!t.in_pass(99));
+        assert_eq!(t.insertable(99), None);
         assert_eq!(t.destroy_pool(1).len(), 2);
         assert!(t.pool_buffers(1).is_empty());
     }

@@ -17,6 +17,9 @@ pub(crate) enum Scenario {
     InBounds(Option<String>),
     /// A submission never completes; the device is not lost.
     Hang,
+    /// The first command buffer ended after the threshold makes the GPU wait this many milliseconds
+    /// (a `vkCmdWaitEvents` the layer releases from a host thread); then everything completes.
+    Stall(u64),
 }
 
 impl Scenario {
@@ -26,8 +29,25 @@ impl Scenario {
             Scenario::UseAfterFree(l) | Scenario::OutOfBounds(l) | Scenario::InBounds(l) => {
                 l.as_deref()
             }
-            Scenario::Hang => None,
+            Scenario::Hang | Scenario::Stall(_) => None,
         }
+    }
+
+    /// The scenario as written in `GPU_CRASH_DRILL`, argument included.
+    pub(crate) fn display(&self) -> String {
+        match self {
+            Scenario::Stall(ms) => format!("stall:{ms}"),
+            s => match s.label() {
+                Some(l) => format!("{}:{l}", s.name()),
+                None => s.name().to_string(),
+            },
+        }
+    }
+
+    /// True for scenarios that record a `vkCmdWaitEvents` on a layer-owned event into an
+    /// application command buffer.
+    pub(crate) fn records_wait(&self) -> bool {
+        matches!(self, Scenario::Stall(_))
     }
 
     /// Stable name, as written in `GPU_CRASH_DRILL`.
@@ -37,6 +57,7 @@ impl Scenario {
             Scenario::OutOfBounds(_) => "out-of-bounds",
             Scenario::InBounds(_) => "in-bounds",
             Scenario::Hang => "hang",
+            Scenario::Stall(_) => "stall",
         }
     }
 
@@ -47,6 +68,7 @@ impl Scenario {
             Scenario::OutOfBounds(_) => 2,
             Scenario::InBounds(_) => 3,
             Scenario::Hang => 4,
+            Scenario::Stall(_) => 6,
         }
     }
 }
@@ -114,10 +136,21 @@ impl Config {
                     ));
                     None
                 }
+                "stall" => match label.as_deref().map(|ms| ms.trim().parse::<u64>()) {
+                    Some(Ok(ms)) => Some(Scenario::Stall(ms)),
+                    _ => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `stall` needs a duration in milliseconds \
+                             (stall:<ms>); no fault will be injected"
+                        ));
+                        None
+                    }
+                },
                 _ => {
                     log(&format!(
                         "GPU_CRASH_DRILL={s}: unknown scenario (expected use-after-free[:label], \
-                         out-of-bounds[:label], in-bounds[:label] or hang); no fault will be injected"
+                         out-of-bounds[:label], in-bounds[:label], hang or stall:<ms>); no fault \
+                         will be injected"
                     ));
                     None
                 }
@@ -212,6 +245,10 @@ mod tests {
             parse(Some("in-bounds"), None, None, None).0.scenario,
             Some(Scenario::InBounds(None))
         );
+        let (c, lines) = parse(Some("stall:300"), None, None, None);
+        assert_eq!(c.scenario, Some(Scenario::Stall(300)));
+        assert_eq!(c.scenario.unwrap().display(), "stall:300");
+        assert!(lines.is_empty());
         // Labels may contain colons (wgpu labels are free text).
         assert_eq!(
             parse(Some("out-of-bounds:a:b"), None, None, None)
@@ -229,5 +266,11 @@ mod tests {
         assert_eq!((c.after, c.precision), (30, 4096));
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("unknown scenario"));
+        for bad in ["stall", "stall:", "stall:soon", "stall:-5"] {
+            let (c, lines) = parse(Some(bad), None, None, None);
+            assert_eq!(c.scenario, None, "{bad}");
+            assert_eq!(lines.len(), 1, "{bad}: {lines:?}");
+            assert!(lines[0].contains("milliseconds"), "{lines:?}");
+        }
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! Locking: one global `Mutex` guards the maps of `Arc`s; it is held only to look up or insert.
 //! Per-device state has its own `Mutex`. No lock is ever held while calling down the chain or into an
-//! application callback (either could call back into the layer).
+//! application callback (either could call back into the layer), except the leaf lock
+//! `DeviceData::drill_event` around `vkSetEvent` / `vkDestroyEvent` (see there).
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
@@ -57,6 +58,7 @@ fn_table!(
         get_physical_device_features2: PFN_vkGetPhysicalDeviceFeatures2 = c"vkGetPhysicalDeviceFeatures2",
         get_physical_device_features2_khr: PFN_vkGetPhysicalDeviceFeatures2 = c"vkGetPhysicalDeviceFeatures2KHR",
         get_physical_device_properties: PFN_vkGetPhysicalDeviceProperties = c"vkGetPhysicalDeviceProperties",
+        get_physical_device_queue_family_properties: PFN_vkGetPhysicalDeviceQueueFamilyProperties = c"vkGetPhysicalDeviceQueueFamilyProperties",
         get_physical_device_properties2: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2",
         get_physical_device_properties2_khr: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2KHR",
         create_debug_utils_messenger: PFN_vkCreateDebugUtilsMessengerEXT = c"vkCreateDebugUtilsMessengerEXT",
@@ -123,6 +125,10 @@ fn_table!(
         cmd_begin_rendering_khr: PFN_vkCmdBeginRendering = c"vkCmdBeginRenderingKHR",
         cmd_end_rendering: PFN_vkCmdEndRendering = c"vkCmdEndRendering",
         cmd_end_rendering_khr: PFN_vkCmdEndRendering = c"vkCmdEndRenderingKHR",
+        create_event: PFN_vkCreateEvent = c"vkCreateEvent",
+        destroy_event: PFN_vkDestroyEvent = c"vkDestroyEvent",
+        set_event: PFN_vkSetEvent = c"vkSetEvent",
+        cmd_wait_events: PFN_vkCmdWaitEvents = c"vkCmdWaitEvents",
     }
 );
 
@@ -170,6 +176,12 @@ pub(crate) struct DeviceData {
     /// when the layer records into command buffers (buffer markers enabled, or a scenario that
     /// inserts a wait); otherwise those hooks are not even returned from `vkGetDeviceProcAddr`.
     pub tracks_commands: bool,
+    /// Capabilities of each queue family (index = family), for where commands may be inserted.
+    pub queue_families: Vec<vk::QueueFlags>,
+    /// The layer's own event for scenarios that make the GPU wait (`vkCmdWaitEvents`), created with
+    /// the device. A leaf lock: it is held across `vkSetEvent` / `vkDestroyEvent` (which never call
+    /// back into the layer) so that the stall thread can never set a destroyed event.
+    pub drill_event: Mutex<Option<vk::Event>>,
     pub state: Mutex<DeviceState>,
 }
 
@@ -190,6 +202,11 @@ pub(crate) struct DeviceState {
 }
 
 impl DeviceData {
+    /// Locks the drill event slot (see `drill_event`).
+    pub(crate) fn event_slot(&self) -> MutexGuard<'_, Option<vk::Event>> {
+        self.drill_event.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Locks the device state; a poisoned lock (a panic caught elsewhere) is still usable because every
     /// update leaves the state consistent.
     pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState> {

@@ -6,6 +6,7 @@
 //! then answer from the record with the exact two-call contracts of the specification.
 
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -64,6 +65,18 @@ impl FaultRecord {
     }
 }
 
+/// Where the wait of a `records_wait` scenario stands (once per device).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum WaitInjection {
+    /// Not recorded yet.
+    #[default]
+    Armed,
+    /// Recorded into this command buffer, which was not submitted yet.
+    Recorded(u64),
+    /// The command buffer holding it was submitted: done for this device.
+    Submitted,
+}
+
 /// Per-device fault state.
 #[derive(Debug, Default)]
 pub(crate) struct FaultState {
@@ -73,6 +86,7 @@ pub(crate) struct FaultState {
     record: Option<FaultRecord>,
     khr_pending: Vec<DeviceFaultInfoKHR>,
     label_warned: bool,
+    pub(crate) wait: WaitInjection,
 }
 
 impl FaultState {
@@ -112,6 +126,8 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     }
     let precision = config.precision;
     let target = match &scenario {
+        // Recorded into a command buffer (`commands.rs`); submissions themselves pass.
+        Scenario::Stall(_) => return SubmitAction::CallDown,
         Scenario::Hang => {
             let record = FaultRecord {
                 scenario: Scenario::Hang,
@@ -165,6 +181,72 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     st.fault.record = Some(record);
     st.fault.lost = true;
     SubmitAction::Lost
+}
+
+/// Number of queue submissions made so far on this device (counting those that reached the driver
+/// and those the drill swallowed).
+pub(crate) fn submissions(st: &crate::dispatch::DeviceState) -> u64 {
+    st.fault.submits
+}
+
+/// The command buffer holding the drill's recorded, not yet submitted wait.
+pub(crate) fn pending_wait(dev: &DeviceData) -> Option<u64> {
+    match dev.lock().fault.wait {
+        WaitInjection::Recorded(cb) => Some(cb),
+        _ => None,
+    }
+}
+
+/// The driver accepted a submission containing `cb`, which holds the drill's wait.
+pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64) {
+    let mut st = dev.lock();
+    if st.fault.wait != WaitInjection::Recorded(cb) {
+        return;
+    }
+    st.fault.wait = WaitInjection::Submitted;
+    let n = st.fault.submits;
+    drop(st);
+    if let Some(Scenario::Stall(ms)) = dev.instance.config.scenario {
+        log_line(&format!(
+            "injected stall: submission {n} (command buffer 0x{cb:x}) holds the GPU for {ms} ms \
+             (vkCmdWaitEvents on a layer event), then everything completes"
+        ));
+        release_stall_after(dev.clone(), ms);
+    }
+}
+
+/// Sets the drill event from a host thread after `ms` milliseconds.
+fn release_stall_after(dev: Arc<DeviceData>, ms: u64) {
+    let thread_dev = dev.clone();
+    let spawned = std::thread::Builder::new()
+        .name("gpu_crash_drill stall".into())
+        .spawn(move || {
+            crate::guard("the stall thread", (), || {
+                std::thread::sleep(Duration::from_millis(ms));
+                set_drill_event(&thread_dev, &format!("stall released after {ms} ms"));
+            })
+        });
+    if spawned.is_err() {
+        set_drill_event(
+            &dev,
+            "could not start the stall thread; stall released at once",
+        );
+    }
+}
+
+/// Sets the drill event (unless the device is gone) and logs `line`.
+pub(crate) fn set_drill_event(dev: &DeviceData, line: &str) {
+    let slot = dev.event_slot();
+    if let (Some(event), Some(set)) = (*slot, dev.fns.set_event) {
+        // SAFETY: the layer's live event of this device (the slot is emptied, under this lock,
+        // before the event and the device are destroyed); vkSetEvent never calls back into the layer.
+        let r = unsafe { set(dev.handle, event) };
+        if r == vk::Result::SUCCESS {
+            log_line(line);
+        } else {
+            log_line(&format!("vkSetEvent on the drill event failed: {r:?}"));
+        }
+    }
 }
 
 /// Builds the record of a memory fault on `target`.

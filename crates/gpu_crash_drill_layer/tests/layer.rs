@@ -152,6 +152,28 @@ fn hang_khr() {
 }
 
 #[test]
+fn stall_delays_the_gpu_then_completes() {
+    let out = run_child(
+        "stall",
+        &[
+            ("GPU_CRASH_DRILL", "stall:300"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    let lines = drill_lines(&out.stderr);
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(count("armed: stall:300"), 1, "{lines:?}");
+    assert_eq!(
+        count("reset or freed before it was submitted"),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(count("injected stall: submission 4"), 1, "{lines:?}");
+    assert_eq!(count("stall released after 300 ms"), 1, "{lines:?}");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+}
+
+#[test]
 fn unknown_scenario_logs_one_line_and_passes_through() {
     let out = run_child(
         "passthrough",
@@ -229,6 +251,7 @@ fn child_entry() {
         ["hang", api] => case_hang(if *api == "khr" { Api::Khr } else { Api::Ext }),
         ["passthrough"] => case_passthrough(),
         ["marker"] => case_marker(),
+        ["stall"] => case_stall(),
         ["no-extensions"] => case_no_extensions(),
         _ => panic!("unknown case {case}"),
     }
@@ -467,6 +490,49 @@ fn case_marker() {
     assert_eq!(gpu.submit_cb(cb, fence), vk::Result::SUCCESS);
     assert_eq!(gpu.wait(fence, 5_000_000_000), vk::Result::SUCCESS);
     assert_eq!((out.read(4), out.read(5), out.read(6)), (0xD4, 0, 0xF6));
+}
+
+/// Submits `cb` and returns how long its fence took to signal (which must happen within 5 s).
+fn timed_submit(gpu: &Gpu, cb: vk::CommandBuffer) -> std::time::Duration {
+    let fence = gpu.fence();
+    let start = std::time::Instant::now();
+    assert_eq!(gpu.submit_cb(cb, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 5_000_000_000), vk::Result::SUCCESS);
+    start.elapsed()
+}
+
+fn case_stall() {
+    let gpu = Gpu::new(Api::None, false);
+    // Ended before the threshold (2 submissions): no stall, even when submitted after it.
+    let early = gpu.begin();
+    gpu.end(early);
+    gpu.submit_ok(2);
+    let fast = timed_submit(&gpu, early);
+    assert!(fast < std::time::Duration::from_millis(250), "{fast:?}");
+    // The first command buffer ended after the threshold gets the wait; resetting it before it is
+    // submitted hands the wait to the next one.
+    let discarded = gpu.begin();
+    gpu.end(discarded);
+    // SAFETY: recorded, never submitted.
+    unsafe {
+        gpu.device
+            .reset_command_buffer(discarded, vk::CommandBufferResetFlags::empty())
+    }
+    .unwrap();
+    let stalled = gpu.begin();
+    gpu.end(stalled);
+    let took = timed_submit(&gpu, stalled);
+    assert!(
+        took >= std::time::Duration::from_millis(250),
+        "the fence signalled after {took:?}"
+    );
+    // Once per device: later work runs normally, and the device was never lost.
+    let after = gpu.begin();
+    gpu.end(after);
+    timed_submit(&gpu, after);
+    // SAFETY: valid device.
+    unsafe { gpu.device.device_wait_idle() }.unwrap();
+    gpu.submit_ok(2);
 }
 
 fn case_bindings() {
