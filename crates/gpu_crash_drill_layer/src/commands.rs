@@ -41,6 +41,9 @@ struct CommandBufferState {
     pool: u64,
     primary: bool,
     pass: PassState,
+    /// The `hang-in-pass` label began inside a render pass instance: the wait goes in right after
+    /// the instance ends (the first valid point after the label).
+    hang_pending: bool,
 }
 
 /// Per-device command pool and command buffer bookkeeping.
@@ -84,6 +87,7 @@ impl CommandTracker {
                     pool,
                     primary,
                     pass: PassState::Outside,
+                    hang_pending: false,
                 },
             );
         }
@@ -99,6 +103,7 @@ impl CommandTracker {
     /// secondary command buffer that continues one.
     pub(crate) fn begin(&mut self, cb: u64, continues_pass: bool) {
         if let Some(s) = self.buffers.get_mut(&cb) {
+            s.hang_pending = false;
             s.pass = if continues_pass && !s.primary {
                 PassState::Inside { suspending: false }
             } else {
@@ -133,6 +138,29 @@ impl CommandTracker {
             return None;
         }
         self.pools.get(&s.pool).copied()
+    }
+
+    /// The queue family of a known primary command buffer, wherever its recording stands.
+    pub(crate) fn primary_family(&self, cb: u64) -> Option<u32> {
+        let s = self.buffers.get(&cb).filter(|s| s.primary)?;
+        self.pools.get(&s.pool).copied()
+    }
+
+    pub(crate) fn defer_hang(&mut self, cb: u64) {
+        if let Some(s) = self.buffers.get_mut(&cb) {
+            s.hang_pending = true;
+        }
+    }
+
+    /// Takes the deferred hang of `cb` once recording is outside any render pass instance.
+    pub(crate) fn take_hang_pending(&mut self, cb: u64) -> bool {
+        match self.buffers.get_mut(&cb) {
+            Some(s) if s.hang_pending && s.pass == PassState::Outside => {
+                s.hang_pending = false;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// True when a known command buffer is inside (or between the parts of) a render pass instance.
@@ -543,9 +571,101 @@ fn pass_begun(cb: vk::CommandBuffer, suspending: bool) {
 }
 
 fn pass_ended(cb: vk::CommandBuffer) {
-    if let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) {
-        dev.lock().commands.end_pass(cb.as_raw());
+    let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) else {
+        return;
+    };
+    let event = {
+        let mut st = dev.lock();
+        st.commands.end_pass(cb.as_raw());
+        if !st.commands.take_hang_pending(cb.as_raw()) || st.fault.wait != WaitInjection::Armed {
+            return;
+        }
+        let Some(event) = *dev.event_slot() else {
+            return;
+        };
+        st.fault.wait = WaitInjection::Recorded(cb.as_raw());
+        event
+    };
+    record_wait(&dev, cb, event);
+    if let Some(Scenario::HangInPass(label)) = &dev.instance.config.scenario {
+        log_hang(label, cb, true);
     }
+}
+
+fn log_hang(label: &str, cb: vk::CommandBuffer, deferred: bool) {
+    let place = if deferred {
+        " (the label began inside a render pass instance: the wait follows the end of that \
+         instance, the first valid point after the label)"
+    } else {
+        ""
+    };
+    log_line(&format!(
+        "injected hang in pass \"{label}\": command buffer 0x{:x} waits on an event that is never \
+         set{place}",
+        cb.as_raw()
+    ));
+}
+
+/// What `hang-in-pass` does at a matching label.
+enum HangClaim {
+    /// Record the wait now, on this event.
+    Now(vk::Event),
+    /// Inside a render pass instance: recorded when the instance ends.
+    Deferred,
+}
+
+/// `hang-in-pass`: the first matching label begun after the threshold in a primary command buffer of
+/// a graphics/compute family gets the wait (marked recorded here when it goes in at once).
+fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
+    let config = &dev.instance.config;
+    let Some(Scenario::HangInPass(want)) = &config.scenario else {
+        return None;
+    };
+    if name != want.as_bytes() || dev.fns.cmd_wait_events.is_none() {
+        return None;
+    }
+    let mut st = dev.lock();
+    if st.fault.wait != WaitInjection::Armed || fault::submissions(&st) < config.after {
+        return None;
+    }
+    let family = st.commands.primary_family(cb)?;
+    if !family_can_wait(dev, family) {
+        return None;
+    }
+    if st.commands.insertable(cb).is_none() {
+        st.commands.defer_hang(cb);
+        return Some(HangClaim::Deferred);
+    }
+    let event = (*dev.event_slot())?;
+    st.fault.wait = WaitInjection::Recorded(cb);
+    Some(HangClaim::Now(event))
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_debug_utils_label(
+    cb: vk::CommandBuffer,
+    p_label: *const vk::DebugUtilsLabelEXT<'_>,
+) {
+    guard("vkCmdBeginDebugUtilsLabelEXT", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_begin_debug_utils_label {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb, p_label) };
+        }
+        if !dev.tracks_commands {
+            return;
+        }
+        // SAFETY: a valid label info whose name is a C string (null tolerated).
+        let Some(name) = (unsafe { p_label.as_ref() })
+            .and_then(|l| unsafe { crate::dispatch::c_str(l.p_label_name) })
+        else {
+            return;
+        };
+        if let Some(HangClaim::Now(event)) = claim_hang(&dev, cb.as_raw(), name.to_bytes()) {
+            // Right after the label began: the GPU stops inside the labelled region.
+            record_wait(&dev, cb, event);
+            log_hang(&name.to_string_lossy(), cb, false);
+        }
+    })
 }
 
 pub(crate) unsafe extern "system" fn cmd_begin_render_pass(

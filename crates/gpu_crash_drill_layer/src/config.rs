@@ -20,6 +20,9 @@ pub(crate) enum Scenario {
     /// The first command buffer ended after the threshold makes the GPU wait this many milliseconds
     /// (a `vkCmdWaitEvents` the layer releases from a host thread); then everything completes.
     Stall(u64),
+    /// Right after the application begins the debug label with this name (`vkCmdBeginDebugUtilsLabelEXT`),
+    /// the GPU waits on a layer event that is never set: it hangs inside that labelled region.
+    HangInPass(String),
 }
 
 impl Scenario {
@@ -29,7 +32,7 @@ impl Scenario {
             Scenario::UseAfterFree(l) | Scenario::OutOfBounds(l) | Scenario::InBounds(l) => {
                 l.as_deref()
             }
-            Scenario::Hang | Scenario::Stall(_) => None,
+            Scenario::Hang | Scenario::Stall(_) | Scenario::HangInPass(_) => None,
         }
     }
 
@@ -37,6 +40,7 @@ impl Scenario {
     pub(crate) fn display(&self) -> String {
         match self {
             Scenario::Stall(ms) => format!("stall:{ms}"),
+            Scenario::HangInPass(label) => format!("hang-in-pass:{label}"),
             s => match s.label() {
                 Some(l) => format!("{}:{l}", s.name()),
                 None => s.name().to_string(),
@@ -47,7 +51,7 @@ impl Scenario {
     /// True for scenarios that record a `vkCmdWaitEvents` on a layer-owned event into an
     /// application command buffer.
     pub(crate) fn records_wait(&self) -> bool {
-        matches!(self, Scenario::Stall(_))
+        matches!(self, Scenario::Stall(_) | Scenario::HangInPass(_))
     }
 
     /// Stable name, as written in `GPU_CRASH_DRILL`.
@@ -58,6 +62,7 @@ impl Scenario {
             Scenario::InBounds(_) => "in-bounds",
             Scenario::Hang => "hang",
             Scenario::Stall(_) => "stall",
+            Scenario::HangInPass(_) => "hang-in-pass",
         }
     }
 
@@ -68,6 +73,7 @@ impl Scenario {
             Scenario::OutOfBounds(_) => 2,
             Scenario::InBounds(_) => 3,
             Scenario::Hang => 4,
+            Scenario::HangInPass(_) => 5,
             Scenario::Stall(_) => 6,
         }
     }
@@ -136,6 +142,16 @@ impl Config {
                     ));
                     None
                 }
+                "hang-in-pass" => match label {
+                    Some(l) => Some(Scenario::HangInPass(l)),
+                    None => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `hang-in-pass` needs the debug label of the pass \
+                             (hang-in-pass:<label>); no fault will be injected"
+                        ));
+                        None
+                    }
+                },
                 "stall" => match label.as_deref().map(|ms| ms.trim().parse::<u64>()) {
                     Some(Ok(ms)) => Some(Scenario::Stall(ms)),
                     _ => {
@@ -149,8 +165,8 @@ impl Config {
                 _ => {
                     log(&format!(
                         "GPU_CRASH_DRILL={s}: unknown scenario (expected use-after-free[:label], \
-                         out-of-bounds[:label], in-bounds[:label], hang or stall:<ms>); no fault \
-                         will be injected"
+                         out-of-bounds[:label], in-bounds[:label], hang, stall:<ms> or \
+                         hang-in-pass:<label>); no fault will be injected"
                     ));
                     None
                 }
@@ -249,6 +265,12 @@ mod tests {
         assert_eq!(c.scenario, Some(Scenario::Stall(300)));
         assert_eq!(c.scenario.unwrap().display(), "stall:300");
         assert!(lines.is_empty());
+        let (c, lines) = parse(Some("hang-in-pass:main pass:opaque"), None, None, None);
+        assert_eq!(
+            c.scenario,
+            Some(Scenario::HangInPass("main pass:opaque".into()))
+        );
+        assert!(lines.is_empty());
         // Labels may contain colons (wgpu labels are free text).
         assert_eq!(
             parse(Some("out-of-bounds:a:b"), None, None, None)
@@ -266,6 +288,12 @@ mod tests {
         assert_eq!((c.after, c.precision), (30, 4096));
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("unknown scenario"));
+        let (c, lines) = parse(Some("hang-in-pass"), None, None, None);
+        assert_eq!(c.scenario, None);
+        assert!(
+            lines.len() == 1 && lines[0].contains("debug label"),
+            "{lines:?}"
+        );
         for bad in ["stall", "stall:", "stall:soon", "stall:-5"] {
             let (c, lines) = parse(Some(bad), None, None, None);
             assert_eq!(c.scenario, None, "{bad}");

@@ -129,6 +129,7 @@ fn_table!(
         destroy_event: PFN_vkDestroyEvent = c"vkDestroyEvent",
         set_event: PFN_vkSetEvent = c"vkSetEvent",
         cmd_wait_events: PFN_vkCmdWaitEvents = c"vkCmdWaitEvents",
+        cmd_begin_debug_utils_label: PFN_vkCmdBeginDebugUtilsLabelEXT = c"vkCmdBeginDebugUtilsLabelEXT",
     }
 );
 

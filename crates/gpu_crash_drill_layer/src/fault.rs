@@ -46,7 +46,7 @@ impl FaultRecord {
             ..Default::default()
         };
         info.flags = DeviceFaultFlagsKHR::VENDOR;
-        if self.scenario == Scenario::Hang {
+        if matches!(self.scenario, Scenario::Hang | Scenario::HangInPass(_)) {
             info.flags |= DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT;
         } else {
             info.flags |= DeviceFaultFlagsKHR::DEVICE_LOST;
@@ -127,7 +127,7 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     let precision = config.precision;
     let target = match &scenario {
         // Recorded into a command buffer (`commands.rs`); submissions themselves pass.
-        Scenario::Stall(_) => return SubmitAction::CallDown,
+        Scenario::Stall(_) | Scenario::HangInPass(_) => return SubmitAction::CallDown,
         Scenario::Hang => {
             let record = FaultRecord {
                 scenario: Scenario::Hang,
@@ -205,13 +205,35 @@ pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64) {
     }
     st.fault.wait = WaitInjection::Submitted;
     let n = st.fault.submits;
-    drop(st);
-    if let Some(Scenario::Stall(ms)) = dev.instance.config.scenario {
-        log_line(&format!(
-            "injected stall: submission {n} (command buffer 0x{cb:x}) holds the GPU for {ms} ms \
-             (vkCmdWaitEvents on a layer event), then everything completes"
-        ));
-        release_stall_after(dev.clone(), ms);
+    match &dev.instance.config.scenario {
+        Some(Scenario::Stall(ms)) => {
+            let ms = *ms;
+            drop(st);
+            log_line(&format!(
+                "injected stall: submission {n} (command buffer 0x{cb:x}) holds the GPU for {ms} ms \
+                 (vkCmdWaitEvents on a layer event), then everything completes"
+            ));
+            release_stall_after(dev.clone(), ms);
+        }
+        Some(scenario @ Scenario::HangInPass(label)) => {
+            // What a watchdog would report; the device is not lost (only the KHR report shows it).
+            let record = FaultRecord {
+                scenario: scenario.clone(),
+                description: format!(
+                    "crash drill: GPU hang (watchdog timeout) in pass \"{label}\" at submission {n}"
+                ),
+                address: None,
+                vendor_description: "gpu_crash_drill injected hang-in-pass".into(),
+                vendor_data: n,
+                abort_message: format!("crash drill: watchdog timeout in pass \"{label}\""),
+            };
+            st.fault.khr_pending.push(record.khr_report());
+            st.fault.record = Some(record);
+            log_line(&format!(
+                "hang in pass \"{label}\" reached the GPU with submission {n}; it never completes"
+            ));
+        }
+        _ => {}
     }
 }
 

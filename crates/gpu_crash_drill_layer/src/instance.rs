@@ -72,6 +72,12 @@ pub(crate) unsafe extern "system" fn create_instance(
                         "first command buffer ended after {} submissions",
                         config.after
                     ),
+                    Scenario::HangInPass(_) => {
+                        format!(
+                            "first time the label begins after {} submissions",
+                            config.after
+                        )
+                    }
                     _ => format!("after {} submissions", config.after),
                 };
                 log_line(&format!(
@@ -375,6 +381,19 @@ unsafe fn create_device_inner(
             >(next_gipa(
                 inst.handle,
                 c"vkSetDebugUtilsObjectNameEXT".as_ptr(),
+            ))
+        };
+    }
+    if fns.cmd_begin_debug_utils_label.is_none() {
+        // Same as above: an instance-extension command dispatched on command buffers.
+        // SAFETY: the next GIPA returns the entry point of this name (or null).
+        fns.cmd_begin_debug_utils_label = unsafe {
+            std::mem::transmute::<
+                vk::PFN_vkVoidFunction,
+                Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+            >(next_gipa(
+                inst.handle,
+                c"vkCmdBeginDebugUtilsLabelEXT".as_ptr(),
             ))
         };
     }

@@ -214,6 +214,10 @@ fn command_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkCmdBeginRenderingKHR" => hook!(cmd_begin_rendering_khr, vk::PFN_vkCmdBeginRendering)?,
         b"vkCmdEndRendering" => hook!(cmd_end_rendering, vk::PFN_vkCmdEndRendering)?,
         b"vkCmdEndRenderingKHR" => hook!(cmd_end_rendering_khr, vk::PFN_vkCmdEndRendering)?,
+        b"vkCmdBeginDebugUtilsLabelEXT" => hook!(
+            cmd_begin_debug_utils_label,
+            vk::PFN_vkCmdBeginDebugUtilsLabelEXT
+        )?,
         _ => return None,
     })
 }
@@ -319,7 +323,10 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
         // SAFETY: the next layer's GDPA with the device it created.
         let next = unsafe { (dev.next_gdpa)(device, p_name) };
         if let Some(h) = command_hook(name) {
-            return if dev.tracks_commands && next.is_some() {
+            // The label command may only be known to the next layer's GIPA (see `create_device`).
+            let label_via_gipa = name == b"vkCmdBeginDebugUtilsLabelEXT"
+                && dev.fns.cmd_begin_debug_utils_label.is_some();
+            return if dev.tracks_commands && (next.is_some() || label_via_gipa) {
                 Some(h)
             } else {
                 next

@@ -173,6 +173,57 @@ fn stall_delays_the_gpu_then_completes() {
     assert_eq!(lines.len(), 4, "{lines:?}");
 }
 
+fn hang_in_pass_case(case: &str) -> Vec<String> {
+    let out = run_child(
+        case,
+        &[
+            ("GPU_CRASH_DRILL", "hang-in-pass:drill pass"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+        ],
+    );
+    let lines: Vec<String> = drill_lines(&out.stderr)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(
+        count("injected hang in pass \"drill pass\""),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(
+        count("hang in pass \"drill pass\" reached the GPU with submission 4"),
+        1,
+        "{lines:?}"
+    );
+    lines
+}
+
+/// wgpu-hal 29 begins a render pass's label (`begin_debug_marker`) before `vkCmdBeginRenderPass`:
+/// the wait goes in right after the label, outside the render pass.
+#[test]
+fn hang_in_pass_with_wgpu_label_order() {
+    let lines = hang_in_pass_case("hang-in-pass|wgpu");
+    assert!(
+        !lines.iter().any(|l| l.contains("inside a render pass")),
+        "{lines:?}"
+    );
+}
+
+/// A label begun inside a render pass instance (wgpu's `push_debug_group` in a pass): the wait
+/// follows the end of the instance.
+#[test]
+fn hang_in_pass_label_inside_render_pass() {
+    let lines = hang_in_pass_case("hang-in-pass|inside");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the wait follows the end of that instance")),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn unknown_scenario_logs_one_line_and_passes_through() {
     let out = run_child(
@@ -252,6 +303,12 @@ fn child_entry() {
         ["passthrough"] => case_passthrough(),
         ["marker"] => case_marker(),
         ["stall"] => case_stall(),
+        ["hang-in-pass", order] => {
+            case_hang_in_pass(*order == "inside");
+            // The GPU stays hung (lavapipe's queue thread spins forever): leave at once.
+            println!("DRILL-CASE-OK {case}");
+            exit_now(0);
+        }
         ["no-extensions"] => case_no_extensions(),
         _ => panic!("unknown case {case}"),
     }
@@ -533,6 +590,82 @@ fn case_stall() {
     // SAFETY: valid device.
     unsafe { gpu.device.device_wait_idle() }.unwrap();
     gpu.submit_ok(2);
+}
+
+fn case_hang_in_pass(label_inside_pass: bool) {
+    watchdog(60);
+    let gpu = Gpu::with_extensions(Api::Khr, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(16);
+    let pass = gpu.empty_render_pass();
+    // Before the threshold (2 submissions) the label does nothing.
+    let early = gpu.begin();
+    gpu.label_begin(early, "drill pass");
+    gpu.marker(early, vk::PipelineStageFlags::TRANSFER, out.buffer, 0, 1);
+    gpu.label_end(early);
+    gpu.end(early);
+    timed_submit(&gpu, early);
+    gpu.submit_ok(1);
+    // A command buffer without the label completes.
+    let plain = gpu.begin();
+    gpu.label_begin(plain, "other pass");
+    gpu.marker(plain, vk::PipelineStageFlags::TRANSFER, out.buffer, 4, 2);
+    gpu.label_end(plain);
+    gpu.end(plain);
+    timed_submit(&gpu, plain);
+    // The labelled one never does.
+    let hung = gpu.begin();
+    gpu.marker(hung, vk::PipelineStageFlags::TRANSFER, out.buffer, 8, 3);
+    if label_inside_pass {
+        gpu.begin_pass(hung, pass);
+        gpu.label_begin(hung, "drill pass");
+        gpu.label_end(hung);
+        gpu.end_pass(hung);
+    } else {
+        // wgpu's order: label, then the render pass instance.
+        gpu.label_begin(hung, "drill pass");
+        gpu.begin_pass(hung, pass);
+        gpu.end_pass(hung);
+        gpu.label_end(hung);
+    }
+    gpu.marker(
+        hung,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        12,
+        4,
+    );
+    gpu.end(hung);
+    let fence = gpu.fence();
+    assert_eq!(gpu.submit_cb(hung, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 1_500_000_000), vk::Result::TIMEOUT);
+    assert_eq!(
+        (out.read(0), out.read(1), out.read(2), out.read(3)),
+        (1, 2, 3, 0),
+        "markers before the label are written, the one after it is not"
+    );
+    // Hung, not lost: later submissions are accepted (and queue up behind the hang).
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    // SAFETY: valid device.
+    let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, gpu.device.handle()) };
+    let reports = fns.get_device_fault_reports.unwrap();
+    let mut infos = [DeviceFaultInfoKHR::default(); 1];
+    let mut n = 1;
+    // SAFETY: `infos` holds one element.
+    let result = unsafe { reports(gpu.device.handle(), 0, &mut n, infos.as_mut_ptr()) };
+    assert_eq!((result, n), (vk::Result::SUCCESS, 1));
+    assert!(infos[0]
+        .flags
+        .contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT));
+    assert!(!infos[0].flags.contains(DeviceFaultFlagsKHR::DEVICE_LOST));
+    // SAFETY: NUL-terminated by the layer.
+    let desc = unsafe { CStr::from_ptr(infos[0].description.as_ptr()) }.to_string_lossy();
+    assert!(desc.contains("drill pass"), "{desc}");
+    if label_inside_pass {
+        // Teardown after a hang: the layer releases its wait in vkDestroyDevice and lets the work
+        // drain first, so destroying the device returns (the watchdog fails the case otherwise).
+        // SAFETY: nothing else uses the device any more.
+        unsafe { gpu.device.destroy_device(None) };
+    }
 }
 
 fn case_bindings() {

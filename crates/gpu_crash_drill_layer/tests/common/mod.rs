@@ -112,6 +112,31 @@ pub fn run_child(case: &str, env: &[(&str, &str)]) -> ChildOutput {
     ChildOutput { stdout, stderr }
 }
 
+extern "C" {
+    /// POSIX `_exit`: ends the process without atexit handlers or destructors.
+    fn _exit(status: i32) -> !;
+}
+
+/// Ends a child process at once. For cases that leave the GPU hung: lavapipe's queue thread spins on
+/// the never-set event forever, and an orderly exit could wait for it.
+pub fn exit_now(status: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` only ends the process.
+    unsafe { _exit(status) }
+}
+
+/// Ends the process (status 3) if it is still running after `secs` seconds, so a case that hangs by
+/// mistake cannot hang the test run.
+pub fn watchdog(secs: u64) {
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+        eprintln!("watchdog: child case still running after {secs} s");
+        exit_now(3);
+    });
+}
+
 /// One captured binding report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingMsg {
@@ -462,6 +487,20 @@ impl Gpu {
     pub fn end_pass(&self, cb: vk::CommandBuffer) {
         // SAFETY: `cb` is inside a render pass instance.
         unsafe { self.device.cmd_end_render_pass(cb) };
+    }
+
+    /// `vkCmdBeginDebugUtilsLabelEXT`.
+    pub fn label_begin(&self, cb: vk::CommandBuffer, name: &str) {
+        let name = CString::new(name).unwrap();
+        let label = vk::DebugUtilsLabelEXT::default().label_name(&name);
+        // SAFETY: `cb` is recording.
+        unsafe { self.debug_device.cmd_begin_debug_utils_label(cb, &label) };
+    }
+
+    /// `vkCmdEndDebugUtilsLabelEXT`.
+    pub fn label_end(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is recording inside a label region.
+        unsafe { self.debug_device.cmd_end_debug_utils_label(cb) };
     }
 
     /// `vkCmdWriteBufferMarkerAMD` through the device's own entry point.
