@@ -88,6 +88,16 @@ pub(crate) enum FaultApi {
     Khr,
 }
 
+/// When a fired use-after-free loses the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LossMode {
+    /// The triggering submission returns `VK_ERROR_DEVICE_LOST`.
+    AtFault,
+    /// The GPU stops at the triggering submission (it and all later ones are swallowed); the device
+    /// is lost at the first submission after a bind covers the fault address again.
+    AfterRebind,
+}
+
 /// Everything the environment configures.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -97,6 +107,8 @@ pub(crate) struct Config {
     pub after: u64,
     /// `addressPrecision` of reported addresses (a power of two).
     pub precision: u64,
+    /// `GPU_CRASH_DRILL_LOSS`; only `use-after-free` uses it.
+    pub loss: LossMode,
 }
 
 pub(crate) const DEFAULT_AFTER: u64 = 30;
@@ -104,7 +116,7 @@ pub(crate) const DEFAULT_PRECISION: u64 = 4096;
 
 impl Config {
     /// Reads `GPU_CRASH_DRILL`, `GPU_CRASH_DRILL_API`, `GPU_CRASH_DRILL_AFTER`,
-    /// `GPU_CRASH_DRILL_PRECISION`.
+    /// `GPU_CRASH_DRILL_PRECISION`, `GPU_CRASH_DRILL_LOSS`.
     pub(crate) fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         Self::parse(
@@ -112,16 +124,18 @@ impl Config {
             var("GPU_CRASH_DRILL_API").as_deref(),
             var("GPU_CRASH_DRILL_AFTER").as_deref(),
             var("GPU_CRASH_DRILL_PRECISION").as_deref(),
+            var("GPU_CRASH_DRILL_LOSS").as_deref(),
             &mut |line| log_line(line),
         )
     }
 
-    /// Parses the four values; `log` receives one line per bad value.
+    /// Parses the five values; `log` receives one line per bad value.
     pub(crate) fn parse(
         scenario: Option<&str>,
         api: Option<&str>,
         after: Option<&str>,
         precision: Option<&str>,
+        loss: Option<&str>,
         log: &mut dyn FnMut(&str),
     ) -> Self {
         let scenario = scenario.and_then(|s| {
@@ -205,11 +219,33 @@ impl Config {
                 DEFAULT_PRECISION
             }
         };
+        let loss = match loss.map(|l| l.trim().to_ascii_lowercase()) {
+            None => LossMode::AtFault,
+            Some(l) if l == "at-fault" => LossMode::AtFault,
+            Some(l) if l == "after-rebind" => match &scenario {
+                Some(Scenario::UseAfterFree(_)) | None => LossMode::AfterRebind,
+                Some(other) => {
+                    log(&format!(
+                        "GPU_CRASH_DRILL_LOSS=after-rebind only applies to use-after-free, not {}; \
+                         ignored",
+                        other.name()
+                    ));
+                    LossMode::AtFault
+                }
+            },
+            Some(l) => {
+                log(&format!(
+                    "GPU_CRASH_DRILL_LOSS={l}: expected `at-fault` or `after-rebind`; using `at-fault`"
+                ));
+                LossMode::AtFault
+            }
+        };
         Self {
             scenario,
             api,
             after,
             precision,
+            loss,
         }
     }
 }
@@ -225,7 +261,7 @@ mod tests {
         p: Option<&str>,
     ) -> (Config, Vec<String>) {
         let mut lines = Vec::new();
-        let c = Config::parse(s, api, after, p, &mut |l| lines.push(l.to_string()));
+        let c = Config::parse(s, api, after, p, None, &mut |l| lines.push(l.to_string()));
         (c, lines)
     }
 
@@ -236,7 +272,39 @@ mod tests {
         assert_eq!(c.api, FaultApi::Ext);
         assert_eq!(c.after, 30);
         assert_eq!(c.precision, 4096);
+        assert_eq!(c.loss, LossMode::AtFault);
         assert!(lines.is_empty());
+    }
+
+    #[test]
+    fn loss_modes() {
+        let loss = |scenario: &str, loss: &str| {
+            let mut lines = Vec::new();
+            let c = Config::parse(Some(scenario), None, None, None, Some(loss), &mut |l| {
+                lines.push(l.to_string())
+            });
+            (c.loss, lines)
+        };
+        assert_eq!(
+            loss("use-after-free:x", "after-rebind"),
+            (LossMode::AfterRebind, vec![])
+        );
+        assert_eq!(
+            loss("use-after-free", "at-fault"),
+            (LossMode::AtFault, vec![])
+        );
+        let (mode, lines) = loss("out-of-bounds", "after-rebind");
+        assert_eq!(mode, LossMode::AtFault);
+        assert!(
+            lines.len() == 1 && lines[0].contains("only applies"),
+            "{lines:?}"
+        );
+        let (mode, lines) = loss("use-after-free", "later");
+        assert_eq!(mode, LossMode::AtFault);
+        assert!(
+            lines.len() == 1 && lines[0].contains("expected"),
+            "{lines:?}"
+        );
     }
 
     #[test]

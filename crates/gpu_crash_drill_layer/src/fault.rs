@@ -16,7 +16,7 @@ use vulkan_fault_ffi::{
 };
 
 use crate::bindings::Target;
-use crate::config::Scenario;
+use crate::config::{LossMode, Scenario};
 use crate::dispatch::DeviceData;
 use crate::log::log_line;
 
@@ -87,7 +87,12 @@ pub(crate) struct FaultState {
     khr_pending: Vec<DeviceFaultInfoKHR>,
     label_warned: bool,
     pub(crate) wait: WaitInjection,
+    /// `after-rebind`: the GPU is "dead" (submissions swallowed) and this many were swallowed so far.
+    dead: Option<u64>,
 }
+
+/// `after-rebind`: submissions swallowed without a re-bind before the device is lost anyway.
+pub(crate) const REBIND_LIMIT: u64 = 600;
 
 impl FaultState {
     pub(crate) fn is_lost(&self) -> bool {
@@ -115,6 +120,37 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     }
     if st.fault.hung {
         return SubmitAction::Swallow;
+    }
+    if let Some(swallowed) = st.fault.dead {
+        let st = &mut *st;
+        st.fault.submits += 1;
+        let n = st.fault.submits;
+        if let Some(by) = st.tracker.take_rebind() {
+            log_line(&format!(
+                "range re-bound by {by}; losing the device now (submission {n})"
+            ));
+        } else if swallowed >= REBIND_LIMIT {
+            let at = st
+                .fault
+                .record
+                .as_ref()
+                .and_then(|r| r.address)
+                .map_or(0, |a| a.reported_address);
+            log_line(&format!(
+                "no re-bind of 0x{at:x} within {REBIND_LIMIT} submissions; losing the device anyway \
+                 (submission {n})"
+            ));
+        } else {
+            st.fault.dead = Some(swallowed + 1);
+            return SubmitAction::Swallow;
+        }
+        st.fault.dead = None;
+        st.tracker.unwatch();
+        if let Some(record) = &st.fault.record {
+            st.fault.khr_pending.push(record.khr_report());
+        }
+        st.fault.lost = true;
+        return SubmitAction::Lost;
     }
     let before = st.fault.submits;
     st.fault.submits += 1;
@@ -171,6 +207,22 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
         return SubmitAction::CallDown;
     };
     let record = memory_fault(&scenario, &target, precision);
+    if config.loss == LossMode::AfterRebind && matches!(scenario, Scenario::UseAfterFree(_)) {
+        // The GPU "dies" here but the loss surfaces only once the freed address is mapped again,
+        // as when a driver notices the fault late (the race the plugin must handle).
+        let at = record.address.map_or(0, |a| a.reported_address);
+        log_line(&format!(
+            "injected {}: {}; submission {} and all later ones never run; the device is lost at \
+             the first submission after a bind covers 0x{at:x} again",
+            scenario.name(),
+            record.description,
+            before + 1
+        ));
+        st.tracker.watch(at);
+        st.fault.record = Some(record);
+        st.fault.dead = Some(1);
+        return SubmitAction::Swallow;
+    }
     log_line(&format!(
         "injected {}: {}; device lost at submission {}",
         scenario.name(),

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use crate::config::{Config, Scenario};
+use crate::config::{Config, LossMode, Scenario};
 use crate::dispatch::{
     self, c_str, dispatch_key, AppInfo, DeviceData, DeviceFns, DeviceState, InstanceData,
     InstanceFns, Messenger, PhysicalInfo,
@@ -80,8 +80,13 @@ pub(crate) unsafe extern "system" fn create_instance(
                     }
                     _ => format!("after {} submissions", config.after),
                 };
+                let loss = if config.loss == LossMode::AfterRebind {
+                    ", device lost after re-bind"
+                } else {
+                    ""
+                };
                 log_line(&format!(
-                    "armed: {} via {:?} fault API, {after}, precision {} bytes",
+                    "armed: {} via {:?} fault API, {after}, precision {} bytes{loss}",
                     s.display(),
                     config.api,
                     config.precision

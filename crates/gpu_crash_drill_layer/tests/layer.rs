@@ -225,6 +225,46 @@ fn hang_in_pass_label_inside_render_pass() {
 }
 
 #[test]
+fn use_after_free_loses_the_device_only_after_rebind() {
+    let out = run_child(
+        "after-rebind",
+        &[
+            ("GPU_CRASH_DRILL", "use-after-free:victim"),
+            ("GPU_CRASH_DRILL_LOSS", "after-rebind"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    let lines = drill_lines(&out.stderr);
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(count("injected use-after-free"), 1, "{lines:?}");
+    assert_eq!(count("range re-bound by buffer \"tenant\""), 1, "{lines:?}");
+    assert_eq!(
+        count("losing the device now (submission 9)"),
+        1,
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn use_after_free_after_rebind_gives_up_after_600_submissions() {
+    let out = run_child(
+        "after-rebind-timeout",
+        &[
+            ("GPU_CRASH_DRILL", "use-after-free"),
+            ("GPU_CRASH_DRILL_LOSS", "after-rebind"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    assert!(
+        drill_lines(&out.stderr)
+            .iter()
+            .any(|l| l.contains("no re-bind of 0x") && l.contains("within 600 submissions")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn unknown_scenario_logs_one_line_and_passes_through() {
     let out = run_child(
         "passthrough",
@@ -303,6 +343,8 @@ fn child_entry() {
         ["passthrough"] => case_passthrough(),
         ["marker"] => case_marker(),
         ["stall"] => case_stall(),
+        ["after-rebind"] => case_after_rebind(),
+        ["after-rebind-timeout"] => case_after_rebind_timeout(),
         ["hang-in-pass", order] => {
             case_hang_in_pass(*order == "inside");
             // The GPU stays hung (lavapipe's queue thread spins forever): leave at once.
@@ -666,6 +708,90 @@ fn case_hang_in_pass(label_inside_pass: bool) {
         // SAFETY: nothing else uses the device any more.
         unsafe { gpu.device.destroy_device(None) };
     }
+}
+
+fn case_after_rebind() {
+    let gpu = Gpu::new(Api::Ext, false);
+    let probes = probes(&gpu);
+    let mem = gpu.allocate(64 * 1024);
+    let (victim, _) = gpu.buffer_in(10_000, Some("victim"), mem, 0);
+    let (_keep, _) = gpu.buffer_in(4096, Some("keep"), mem, 32 * 1024);
+    gpu.submit_ok(3);
+    // SAFETY: idle; the memory stays allocated, so its offsets can be bound again.
+    unsafe { gpu.device.destroy_buffer(victim, None) };
+    let range = gpu.reported_range(victim.as_raw());
+    // Submission 4 fires the fault but the GPU just stops: SUCCESS, nothing ever signals.
+    let fence = gpu.fence();
+    assert_eq!(
+        gpu.submit(fence),
+        vk::Result::SUCCESS,
+        "the faulting submission"
+    );
+    assert_eq!(gpu.wait(fence, 200_000_000), vk::Result::TIMEOUT);
+    for _ in 0..3 {
+        assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    }
+    // SAFETY: valid device.
+    assert_eq!(unsafe { gpu.device.device_wait_idle() }, Ok(()));
+    let c = no_fault_counts(&gpu);
+    assert_eq!(
+        (c.address_info_count, c.vendor_info_count),
+        (0, 0),
+        "not lost yet"
+    );
+    // A bind elsewhere changes nothing.
+    let (_elsewhere, _) = gpu.buffer_in(4096, Some("elsewhere"), mem, 40 * 1024);
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    // A bind over the freed range: the next submission (9) loses the device.
+    let (_tenant, _) = gpu.buffer_in(10_000, Some("tenant"), mem, 0);
+    assert_eq!(
+        gpu.submit(vk::Fence::null()),
+        vk::Result::ERROR_DEVICE_LOST,
+        "the first submission after the re-bind"
+    );
+    check_everything_lost(&gpu, &probes);
+    let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+        .fp()
+        .get_device_fault_info_ext;
+    let mut addrs = [vk::DeviceFaultAddressInfoEXT::default(); 1];
+    let mut vendors = [vk::DeviceFaultVendorInfoEXT::default(); 1];
+    let mut counts = vk::DeviceFaultCountsEXT {
+        address_info_count: 1,
+        vendor_info_count: 1,
+        ..Default::default()
+    };
+    let mut info = vk::DeviceFaultInfoEXT {
+        p_address_infos: addrs.as_mut_ptr(),
+        p_vendor_infos: vendors.as_mut_ptr(),
+        ..Default::default()
+    };
+    // SAFETY: arrays hold the counts passed.
+    let r = unsafe { f(gpu.device.handle(), &mut counts, &mut info) };
+    assert_eq!(r, vk::Result::SUCCESS);
+    assert_eq!(counts.address_info_count, 1);
+    let desc = info.description_as_c_str().unwrap().to_string_lossy();
+    assert!(desc.contains("victim"), "{desc}");
+    check_address(
+        "use-after-free",
+        addrs[0].address_type,
+        addrs[0].reported_address,
+        addrs[0].address_precision,
+        4096,
+        range,
+    );
+}
+
+fn case_after_rebind_timeout() {
+    let gpu = Gpu::new(Api::Ext, false);
+    let (b, m) = gpu.buffer(10_000, None);
+    gpu.submit_ok(2);
+    gpu.destroy(b, m);
+    for i in 0..600 {
+        assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS, "#{i}");
+    }
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::ERROR_DEVICE_LOST);
+    let c = ext_counts(&gpu);
+    assert_eq!(c.address_info_count, 1);
 }
 
 fn case_bindings() {
