@@ -1,9 +1,12 @@
 //! Fault injection and the fault queries (`VK_EXT_device_fault`, `VK_KHR_device_fault`).
 //!
 //! The drill decides at each queue submission whether the configured scenario fires. A fired memory
-//! fault records one [`FaultRecord`] and marks the device lost; a hang swallows the submission (and
-//! every later one) so fences and semaphores never signal, without losing the device. The queries
-//! then answer from the record with the exact two-call contracts of the specification.
+//! fault records one [`FaultRecord`] and marks the device lost (or, with `after-rebind`, swallows
+//! submissions until the fault address is bound again, then marks it lost); a hang swallows the
+//! submission (and every later one) so fences and semaphores never signal, without losing the
+//! device. `stall` and `hang-in-pass` wait on the GPU instead: `commands.rs` records the wait, and
+//! [`wait_submitted`] acts when the command buffer holding it is submitted. The queries then answer
+//! from the record with the exact two-call contracts of the specification.
 
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
@@ -243,6 +246,10 @@ pub(crate) fn submissions(st: &crate::dispatch::DeviceState) -> u64 {
 
 /// The command buffer holding the drill's recorded, not yet submitted wait.
 pub(crate) fn pending_wait(dev: &DeviceData) -> Option<u64> {
+    let config = &dev.instance.config;
+    if !config.scenario.as_ref().is_some_and(|s| s.records_wait()) {
+        return None;
+    }
     match dev.lock().fault.wait {
         WaitInjection::Recorded(cb) => Some(cb),
         _ => None,
