@@ -49,18 +49,23 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// "BUFFER 0x… \"name\"" for descriptions and logs.
+    /// "buffer \"name\" (0x…)" for descriptions and logs.
     pub(crate) fn describe(&self) -> String {
-        let kind = match self.object_type {
-            vk::ObjectType::BUFFER => "buffer",
-            vk::ObjectType::IMAGE => "image",
-            vk::ObjectType::DEVICE_MEMORY => "memory",
-            _ => "object",
-        };
-        match &self.name {
-            Some(n) => format!("{kind} \"{n}\" (0x{:x})", self.handle),
-            None => format!("{kind} 0x{:x}", self.handle),
-        }
+        describe(self.object_type, self.handle, self.name.as_deref())
+    }
+}
+
+/// "buffer \"name\" (0x…)" / "image 0x…" for descriptions and logs.
+fn describe(object_type: vk::ObjectType, handle: u64, name: Option<&str>) -> String {
+    let kind = match object_type {
+        vk::ObjectType::BUFFER => "buffer",
+        vk::ObjectType::IMAGE => "image",
+        vk::ObjectType::DEVICE_MEMORY => "memory",
+        _ => "object",
+    };
+    match name {
+        Some(n) => format!("{kind} \"{n}\" (0x{handle:x})"),
+        None => format!("{kind} 0x{handle:x}"),
     }
 }
 
@@ -82,6 +87,10 @@ pub(crate) struct DeviceTracker {
     names: HashMap<(vk::ObjectType, u64), String>,
     seen_names: HashSet<String>,
     freed: VecDeque<Target>,
+    /// An address the drill waits to see bound again (`GPU_CRASH_DRILL_LOSS=after-rebind`).
+    watch: Option<u64>,
+    /// The first bind that covered `watch`, described for the log.
+    rebound_by: Option<String>,
 }
 
 impl Default for DeviceTracker {
@@ -94,6 +103,8 @@ impl Default for DeviceTracker {
             names: HashMap::new(),
             seen_names: HashSet::new(),
             freed: VecDeque::new(),
+            watch: None,
+            rebound_by: None,
         }
     }
 }
@@ -137,6 +148,37 @@ impl DeviceTracker {
         });
     }
 
+    /// Starts watching `address`: the first later bind (memory, buffer or image) whose range covers
+    /// it is remembered for [`DeviceTracker::take_rebind`].
+    pub(crate) fn watch(&mut self, address: u64) {
+        self.watch = Some(address);
+        self.rebound_by = None;
+    }
+
+    /// Stops watching.
+    pub(crate) fn unwatch(&mut self) {
+        self.watch = None;
+        self.rebound_by = None;
+    }
+
+    /// The bind that covered the watched address, if one did since `watch`.
+    pub(crate) fn take_rebind(&mut self) -> Option<String> {
+        self.rebound_by.take()
+    }
+
+    fn check_watch(&mut self, object_type: vk::ObjectType, handle: u64, range: Range) {
+        let Some(a) = self.watch else { return };
+        if self.rebound_by.is_none() && a >= range.base && a - range.base < range.size {
+            let name = self.name(object_type, handle);
+            self.rebound_by = Some(format!(
+                "{} at [0x{:x}, 0x{:x})",
+                describe(object_type, handle, name.as_deref()),
+                range.base,
+                range.base.saturating_add(range.size)
+            ));
+        }
+    }
+
     /// `vkSetDebugUtilsObjectNameEXT`. An empty or null name removes it.
     pub(crate) fn set_name(
         &mut self,
@@ -170,6 +212,7 @@ impl DeviceTracker {
         let range = Range { base, size };
         self.bind_seq += 1;
         self.memories.insert(memory, (range, self.bind_seq));
+        self.check_watch(vk::ObjectType::DEVICE_MEMORY, memory, range);
         self.event(
             vk::ObjectType::DEVICE_MEMORY,
             memory,
@@ -229,6 +272,7 @@ impl DeviceTracker {
         };
         res.bound = Some(range);
         res.bind_seq = seq;
+        self.check_watch(object_type, handle, range);
         Some(self.event(
             object_type,
             handle,
@@ -273,6 +317,7 @@ impl DeviceTracker {
         if object_type == vk::ObjectType::DEVICE_MEMORY {
             if bind {
                 self.memories.insert(handle, (range, seq));
+                self.check_watch(object_type, handle, range);
             } else if self.memories.remove(&handle).is_some() {
                 self.remember_freed(object_type, handle, range);
             }
@@ -284,6 +329,7 @@ impl DeviceTracker {
         if bind {
             res.bound = Some(range);
             res.bind_seq = seq;
+            self.check_watch(object_type, handle, range);
         } else if res.bound.take().is_some() {
             self.remember_freed(object_type, handle, range);
         }
@@ -600,6 +646,37 @@ mod tests {
         );
         t.destroy_resource(vk::ObjectType::BUFFER, 2);
         assert_eq!(t.freed_target(None).unwrap().range, r(0xdefd_0000_0000));
+    }
+
+    #[test]
+    fn a_watched_address_reports_the_first_bind_that_covers_it() {
+        let mut t = DeviceTracker::default();
+        let mem = t.allocate(10, 1 << 20).range;
+        t.watch(mem.base + 0x1800);
+        for (handle, offset) in [(20u64, 0x2000u64), (21, 0x1000), (22, 0x1800)] {
+            t.create_resource(vk::ObjectType::BUFFER, handle, 0x1000);
+            t.bind_resource(vk::ObjectType::BUFFER, handle, 10, offset)
+                .unwrap();
+        }
+        let by = t.take_rebind().unwrap();
+        assert!(by.starts_with("buffer 0x15 at"), "{by}");
+        assert!(t.take_rebind().is_none(), "taken");
+        // Driver-reported binds count too.
+        t.watch(0xdefd_0000_0800);
+        t.observe(
+            vk::ObjectType::DEVICE_MEMORY,
+            11,
+            vk::DeviceAddressBindingTypeEXT::BIND,
+            Range {
+                base: 0xdefd_0000_0000,
+                size: 0x1000,
+            },
+        );
+        assert!(t.take_rebind().unwrap().starts_with("memory 0xb"));
+        t.unwatch();
+        t.create_resource(vk::ObjectType::BUFFER, 23, 0x1000);
+        t.bind_resource(vk::ObjectType::BUFFER, 23, 10, 0x1800);
+        assert!(t.take_rebind().is_none());
     }
 
     #[test]

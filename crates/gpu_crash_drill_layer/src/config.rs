@@ -17,6 +17,12 @@ pub(crate) enum Scenario {
     InBounds(Option<String>),
     /// A submission never completes; the device is not lost.
     Hang,
+    /// The first command buffer ended after the threshold makes the GPU wait this many milliseconds
+    /// (a `vkCmdWaitEvents` the layer releases from a host thread); then everything completes.
+    Stall(u64),
+    /// Right after the application begins the debug label with this name (`vkCmdBeginDebugUtilsLabelEXT`),
+    /// the GPU waits on a layer event that is never set: it hangs inside that labelled region.
+    HangInPass(String),
 }
 
 impl Scenario {
@@ -26,8 +32,26 @@ impl Scenario {
             Scenario::UseAfterFree(l) | Scenario::OutOfBounds(l) | Scenario::InBounds(l) => {
                 l.as_deref()
             }
-            Scenario::Hang => None,
+            Scenario::Hang | Scenario::Stall(_) | Scenario::HangInPass(_) => None,
         }
+    }
+
+    /// The scenario as written in `GPU_CRASH_DRILL`, argument included.
+    pub(crate) fn display(&self) -> String {
+        match self {
+            Scenario::Stall(ms) => format!("stall:{ms}"),
+            Scenario::HangInPass(label) => format!("hang-in-pass:{label}"),
+            s => match s.label() {
+                Some(l) => format!("{}:{l}", s.name()),
+                None => s.name().to_string(),
+            },
+        }
+    }
+
+    /// True for scenarios that record a `vkCmdWaitEvents` on a layer-owned event into an
+    /// application command buffer.
+    pub(crate) fn records_wait(&self) -> bool {
+        matches!(self, Scenario::Stall(_) | Scenario::HangInPass(_))
     }
 
     /// Stable name, as written in `GPU_CRASH_DRILL`.
@@ -37,6 +61,8 @@ impl Scenario {
             Scenario::OutOfBounds(_) => "out-of-bounds",
             Scenario::InBounds(_) => "in-bounds",
             Scenario::Hang => "hang",
+            Scenario::Stall(_) => "stall",
+            Scenario::HangInPass(_) => "hang-in-pass",
         }
     }
 
@@ -47,6 +73,8 @@ impl Scenario {
             Scenario::OutOfBounds(_) => 2,
             Scenario::InBounds(_) => 3,
             Scenario::Hang => 4,
+            Scenario::HangInPass(_) => 5,
+            Scenario::Stall(_) => 6,
         }
     }
 }
@@ -60,6 +88,16 @@ pub(crate) enum FaultApi {
     Khr,
 }
 
+/// When a fired use-after-free loses the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LossMode {
+    /// The triggering submission returns `VK_ERROR_DEVICE_LOST`.
+    AtFault,
+    /// The GPU stops at the triggering submission (it and all later ones are swallowed); the device
+    /// is lost at the first submission after a bind covers the fault address again.
+    AfterRebind,
+}
+
 /// Everything the environment configures.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -69,6 +107,8 @@ pub(crate) struct Config {
     pub after: u64,
     /// `addressPrecision` of reported addresses (a power of two).
     pub precision: u64,
+    /// `GPU_CRASH_DRILL_LOSS`; only `use-after-free` uses it.
+    pub loss: LossMode,
 }
 
 pub(crate) const DEFAULT_AFTER: u64 = 30;
@@ -76,7 +116,7 @@ pub(crate) const DEFAULT_PRECISION: u64 = 4096;
 
 impl Config {
     /// Reads `GPU_CRASH_DRILL`, `GPU_CRASH_DRILL_API`, `GPU_CRASH_DRILL_AFTER`,
-    /// `GPU_CRASH_DRILL_PRECISION`.
+    /// `GPU_CRASH_DRILL_PRECISION`, `GPU_CRASH_DRILL_LOSS`.
     pub(crate) fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         Self::parse(
@@ -84,16 +124,18 @@ impl Config {
             var("GPU_CRASH_DRILL_API").as_deref(),
             var("GPU_CRASH_DRILL_AFTER").as_deref(),
             var("GPU_CRASH_DRILL_PRECISION").as_deref(),
+            var("GPU_CRASH_DRILL_LOSS").as_deref(),
             &mut |line| log_line(line),
         )
     }
 
-    /// Parses the four values; `log` receives one line per bad value.
+    /// Parses the five values; `log` receives one line per bad value.
     pub(crate) fn parse(
         scenario: Option<&str>,
         api: Option<&str>,
         after: Option<&str>,
         precision: Option<&str>,
+        loss: Option<&str>,
         log: &mut dyn FnMut(&str),
     ) -> Self {
         let scenario = scenario.and_then(|s| {
@@ -114,10 +156,31 @@ impl Config {
                     ));
                     None
                 }
+                "hang-in-pass" => match label {
+                    Some(l) => Some(Scenario::HangInPass(l)),
+                    None => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `hang-in-pass` needs the debug label of the pass \
+                             (hang-in-pass:<label>); no fault will be injected"
+                        ));
+                        None
+                    }
+                },
+                "stall" => match label.as_deref().map(|ms| ms.trim().parse::<u64>()) {
+                    Some(Ok(ms)) => Some(Scenario::Stall(ms)),
+                    _ => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `stall` needs a duration in milliseconds \
+                             (stall:<ms>); no fault will be injected"
+                        ));
+                        None
+                    }
+                },
                 _ => {
                     log(&format!(
                         "GPU_CRASH_DRILL={s}: unknown scenario (expected use-after-free[:label], \
-                         out-of-bounds[:label], in-bounds[:label] or hang); no fault will be injected"
+                         out-of-bounds[:label], in-bounds[:label], hang, stall:<ms> or \
+                         hang-in-pass:<label>); no fault will be injected"
                     ));
                     None
                 }
@@ -156,11 +219,33 @@ impl Config {
                 DEFAULT_PRECISION
             }
         };
+        let loss = match loss.map(|l| l.trim().to_ascii_lowercase()) {
+            None => LossMode::AtFault,
+            Some(l) if l == "at-fault" => LossMode::AtFault,
+            Some(l) if l == "after-rebind" => match &scenario {
+                Some(Scenario::UseAfterFree(_)) | None => LossMode::AfterRebind,
+                Some(other) => {
+                    log(&format!(
+                        "GPU_CRASH_DRILL_LOSS=after-rebind only applies to use-after-free, not {}; \
+                         ignored",
+                        other.name()
+                    ));
+                    LossMode::AtFault
+                }
+            },
+            Some(l) => {
+                log(&format!(
+                    "GPU_CRASH_DRILL_LOSS={l}: expected `at-fault` or `after-rebind`; using `at-fault`"
+                ));
+                LossMode::AtFault
+            }
+        };
         Self {
             scenario,
             api,
             after,
             precision,
+            loss,
         }
     }
 }
@@ -176,7 +261,7 @@ mod tests {
         p: Option<&str>,
     ) -> (Config, Vec<String>) {
         let mut lines = Vec::new();
-        let c = Config::parse(s, api, after, p, &mut |l| lines.push(l.to_string()));
+        let c = Config::parse(s, api, after, p, None, &mut |l| lines.push(l.to_string()));
         (c, lines)
     }
 
@@ -187,7 +272,39 @@ mod tests {
         assert_eq!(c.api, FaultApi::Ext);
         assert_eq!(c.after, 30);
         assert_eq!(c.precision, 4096);
+        assert_eq!(c.loss, LossMode::AtFault);
         assert!(lines.is_empty());
+    }
+
+    #[test]
+    fn loss_modes() {
+        let loss = |scenario: &str, loss: &str| {
+            let mut lines = Vec::new();
+            let c = Config::parse(Some(scenario), None, None, None, Some(loss), &mut |l| {
+                lines.push(l.to_string())
+            });
+            (c.loss, lines)
+        };
+        assert_eq!(
+            loss("use-after-free:x", "after-rebind"),
+            (LossMode::AfterRebind, vec![])
+        );
+        assert_eq!(
+            loss("use-after-free", "at-fault"),
+            (LossMode::AtFault, vec![])
+        );
+        let (mode, lines) = loss("out-of-bounds", "after-rebind");
+        assert_eq!(mode, LossMode::AtFault);
+        assert!(
+            lines.len() == 1 && lines[0].contains("only applies"),
+            "{lines:?}"
+        );
+        let (mode, lines) = loss("use-after-free", "later");
+        assert_eq!(mode, LossMode::AtFault);
+        assert!(
+            lines.len() == 1 && lines[0].contains("expected"),
+            "{lines:?}"
+        );
     }
 
     #[test]
@@ -212,6 +329,16 @@ mod tests {
             parse(Some("in-bounds"), None, None, None).0.scenario,
             Some(Scenario::InBounds(None))
         );
+        let (c, lines) = parse(Some("stall:300"), None, None, None);
+        assert_eq!(c.scenario, Some(Scenario::Stall(300)));
+        assert_eq!(c.scenario.unwrap().display(), "stall:300");
+        assert!(lines.is_empty());
+        let (c, lines) = parse(Some("hang-in-pass:main pass:opaque"), None, None, None);
+        assert_eq!(
+            c.scenario,
+            Some(Scenario::HangInPass("main pass:opaque".into()))
+        );
+        assert!(lines.is_empty());
         // Labels may contain colons (wgpu labels are free text).
         assert_eq!(
             parse(Some("out-of-bounds:a:b"), None, None, None)
@@ -229,5 +356,17 @@ mod tests {
         assert_eq!((c.after, c.precision), (30, 4096));
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("unknown scenario"));
+        let (c, lines) = parse(Some("hang-in-pass"), None, None, None);
+        assert_eq!(c.scenario, None);
+        assert!(
+            lines.len() == 1 && lines[0].contains("debug label"),
+            "{lines:?}"
+        );
+        for bad in ["stall", "stall:", "stall:soon", "stall:-5"] {
+            let (c, lines) = parse(Some(bad), None, None, None);
+            assert_eq!(c.scenario, None, "{bad}");
+            assert_eq!(lines.len(), 1, "{bad}: {lines:?}");
+            assert!(lines[0].contains("milliseconds"), "{lines:?}");
+        }
     }
 }

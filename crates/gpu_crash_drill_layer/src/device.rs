@@ -15,10 +15,10 @@ use crate::dispatch::{self, DeviceData};
 use crate::fault::{self, SubmitAction};
 use crate::{guard, native};
 
-const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
+pub(crate) const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
 
 /// Looks up the device of a dispatchable handle.
-fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {
+pub(crate) fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {
     // SAFETY: hooks are only called by the loader with valid dispatchable handles.
     unsafe { dispatch::device_of(h) }
 }
@@ -41,6 +41,29 @@ pub(crate) unsafe extern "system" fn destroy_device(
         let Some(dev) = dispatch::remove_device(unsafe { dispatch::dispatch_key(device) }) else {
             return;
         };
+        let waited = dev.lock().fault.wait != fault::WaitInjection::Armed;
+        {
+            // Emptied under the slot lock: a stall thread that has not fired yet finds nothing.
+            let mut slot = dev.event_slot();
+            if let Some(event) = slot.take() {
+                // SAFETY: the layer's event of this device. A wait on it may still hold the GPU (a
+                // stall not released yet, a hang-in-pass): release it and let the work drain, so
+                // neither the event nor the device is destroyed under pending work.
+                unsafe {
+                    if waited {
+                        if let Some(set) = dev.fns.set_event {
+                            let _ = set(device, event);
+                        }
+                        if let Some(idle) = dev.fns.device_wait_idle {
+                            let _ = idle(device);
+                        }
+                    }
+                    if let Some(destroy) = dev.fns.destroy_event {
+                        destroy(device, event, std::ptr::null());
+                    }
+                }
+            }
+        }
         if let Some(next) = dev.fns.destroy_device {
             // SAFETY: forwarded unchanged.
             unsafe { next(device, p_allocator) };
@@ -492,9 +515,11 @@ pub(crate) unsafe extern "system" fn set_debug_utils_object_name(
     )
 }
 
-/// Runs a queue submission through the fault trigger.
+/// Runs a queue submission through the fault trigger. `contains(cb)` tells whether the submission
+/// includes command buffer `cb` (to notice the one holding the drill's wait).
 fn submit(
     queue: vk::Queue,
+    contains: impl Fn(u64) -> bool,
     call_down: impl FnOnce(&DeviceData) -> Option<vk::Result>,
 ) -> vk::Result {
     let Some(dev) = dev_of(queue) else {
@@ -503,8 +528,62 @@ fn submit(
     match fault::on_submit(&dev) {
         SubmitAction::Lost => vk::Result::ERROR_DEVICE_LOST,
         SubmitAction::Swallow => vk::Result::SUCCESS,
-        SubmitAction::CallDown => call_down(&dev).unwrap_or(NO_DEVICE),
+        SubmitAction::CallDown => {
+            let waiting = fault::pending_wait(&dev).filter(|&cb| contains(cb));
+            let r = call_down(&dev).unwrap_or(NO_DEVICE);
+            if let (vk::Result::SUCCESS, Some(cb)) = (r, waiting) {
+                fault::wait_submitted(&dev, cb);
+            }
+            r
+        }
     }
+}
+
+/// Whether `vkQueueSubmit` infos include `cb`.
+///
+/// # Safety
+/// `p_submits` null or valid for `count` infos with valid command buffer arrays.
+unsafe fn submits_contain(count: u32, p_submits: *const vk::SubmitInfo<'_>, cb: u64) -> bool {
+    if p_submits.is_null() {
+        return false;
+    }
+    // SAFETY: per the caller.
+    unsafe { std::slice::from_raw_parts(p_submits, count as usize) }
+        .iter()
+        .filter(|s| !s.p_command_buffers.is_null())
+        .any(|s| {
+            // SAFETY: per the caller.
+            unsafe {
+                std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
+            }
+            .iter()
+            .any(|c| c.as_raw() == cb)
+        })
+}
+
+/// Whether `vkQueueSubmit2` infos include `cb`.
+///
+/// # Safety
+/// `p_submits` null or valid for `count` infos with valid command buffer info arrays.
+unsafe fn submits2_contain(count: u32, p_submits: *const vk::SubmitInfo2<'_>, cb: u64) -> bool {
+    if p_submits.is_null() {
+        return false;
+    }
+    // SAFETY: per the caller.
+    unsafe { std::slice::from_raw_parts(p_submits, count as usize) }
+        .iter()
+        .filter(|s| !s.p_command_buffer_infos.is_null())
+        .any(|s| {
+            // SAFETY: per the caller.
+            unsafe {
+                std::slice::from_raw_parts(
+                    s.p_command_buffer_infos,
+                    s.command_buffer_info_count as usize,
+                )
+            }
+            .iter()
+            .any(|c| c.command_buffer.as_raw() == cb)
+        })
 }
 
 pub(crate) unsafe extern "system" fn queue_submit(
@@ -514,7 +593,9 @@ pub(crate) unsafe extern "system" fn queue_submit(
     fence: vk::Fence,
 ) -> vk::Result {
     guard("vkQueueSubmit", vk::Result::ERROR_DEVICE_LOST, || {
-        submit(queue, |d| {
+        // SAFETY: the application's valid submit infos.
+        let contains = |cb| unsafe { submits_contain(count, p_submits, cb) };
+        submit(queue, contains, |d| {
             // SAFETY: forwarded unchanged.
             d.fns
                 .queue_submit
@@ -530,7 +611,9 @@ pub(crate) unsafe extern "system" fn queue_submit2(
     fence: vk::Fence,
 ) -> vk::Result {
     guard("vkQueueSubmit2", vk::Result::ERROR_DEVICE_LOST, || {
-        submit(queue, |d| {
+        // SAFETY: the application's valid submit infos.
+        let contains = |cb| unsafe { submits2_contain(count, p_submits, cb) };
+        submit(queue, contains, |d| {
             let f = d.fns.queue_submit2.or(d.fns.queue_submit2_khr);
             // SAFETY: forwarded unchanged.
             f.map(|f| unsafe { f(queue, count, p_submits, fence) })
@@ -545,7 +628,9 @@ pub(crate) unsafe extern "system" fn queue_submit2_khr(
     fence: vk::Fence,
 ) -> vk::Result {
     guard("vkQueueSubmit2KHR", vk::Result::ERROR_DEVICE_LOST, || {
-        submit(queue, |d| {
+        // SAFETY: the application's valid submit infos.
+        let contains = |cb| unsafe { submits2_contain(count, p_submits, cb) };
+        submit(queue, contains, |d| {
             let f = d.fns.queue_submit2_khr.or(d.fns.queue_submit2);
             // SAFETY: forwarded unchanged.
             f.map(|f| unsafe { f(queue, count, p_submits, fence) })
@@ -560,12 +645,16 @@ pub(crate) unsafe extern "system" fn queue_bind_sparse(
     fence: vk::Fence,
 ) -> vk::Result {
     guard("vkQueueBindSparse", vk::Result::ERROR_DEVICE_LOST, || {
-        submit(queue, |d| {
-            // SAFETY: forwarded unchanged.
-            d.fns
-                .queue_bind_sparse
-                .map(|f| unsafe { f(queue, count, p_infos, fence) })
-        })
+        submit(
+            queue,
+            |_| false,
+            |d| {
+                // SAFETY: forwarded unchanged.
+                d.fns
+                    .queue_bind_sparse
+                    .map(|f| unsafe { f(queue, count, p_infos, fence) })
+            },
+        )
     })
 }
 

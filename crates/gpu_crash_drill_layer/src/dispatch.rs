@@ -6,7 +6,8 @@
 //!
 //! Locking: one global `Mutex` guards the maps of `Arc`s; it is held only to look up or insert.
 //! Per-device state has its own `Mutex`. No lock is ever held while calling down the chain or into an
-//! application callback (either could call back into the layer).
+//! application callback (either could call back into the layer), except the leaf lock
+//! `DeviceData::drill_event` around `vkSetEvent` / `vkDestroyEvent` (see there).
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ash::vk::{self, Handle};
 
 use crate::bindings::DeviceTracker;
+use crate::commands::CommandTracker;
 use crate::config::Config;
 use crate::extensions::DeviceExtensions;
 use crate::fault::FaultState;
@@ -56,6 +58,7 @@ fn_table!(
         get_physical_device_features2: PFN_vkGetPhysicalDeviceFeatures2 = c"vkGetPhysicalDeviceFeatures2",
         get_physical_device_features2_khr: PFN_vkGetPhysicalDeviceFeatures2 = c"vkGetPhysicalDeviceFeatures2KHR",
         get_physical_device_properties: PFN_vkGetPhysicalDeviceProperties = c"vkGetPhysicalDeviceProperties",
+        get_physical_device_queue_family_properties: PFN_vkGetPhysicalDeviceQueueFamilyProperties = c"vkGetPhysicalDeviceQueueFamilyProperties",
         get_physical_device_properties2: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2",
         get_physical_device_properties2_khr: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2KHR",
         create_debug_utils_messenger: PFN_vkCreateDebugUtilsMessengerEXT = c"vkCreateDebugUtilsMessengerEXT",
@@ -101,6 +104,32 @@ fn_table!(
         acquire_next_image_khr: PFN_vkAcquireNextImageKHR = c"vkAcquireNextImageKHR",
         acquire_next_image2_khr: PFN_vkAcquireNextImage2KHR = c"vkAcquireNextImage2KHR",
         get_device_fault_info_ext: PFN_vkGetDeviceFaultInfoEXT = c"vkGetDeviceFaultInfoEXT",
+        cmd_pipeline_barrier: PFN_vkCmdPipelineBarrier = c"vkCmdPipelineBarrier",
+        cmd_fill_buffer: PFN_vkCmdFillBuffer = c"vkCmdFillBuffer",
+        cmd_write_buffer_marker_amd: PFN_vkCmdWriteBufferMarkerAMD = c"vkCmdWriteBufferMarkerAMD",
+        create_command_pool: PFN_vkCreateCommandPool = c"vkCreateCommandPool",
+        destroy_command_pool: PFN_vkDestroyCommandPool = c"vkDestroyCommandPool",
+        reset_command_pool: PFN_vkResetCommandPool = c"vkResetCommandPool",
+        allocate_command_buffers: PFN_vkAllocateCommandBuffers = c"vkAllocateCommandBuffers",
+        free_command_buffers: PFN_vkFreeCommandBuffers = c"vkFreeCommandBuffers",
+        begin_command_buffer: PFN_vkBeginCommandBuffer = c"vkBeginCommandBuffer",
+        end_command_buffer: PFN_vkEndCommandBuffer = c"vkEndCommandBuffer",
+        reset_command_buffer: PFN_vkResetCommandBuffer = c"vkResetCommandBuffer",
+        cmd_begin_render_pass: PFN_vkCmdBeginRenderPass = c"vkCmdBeginRenderPass",
+        cmd_begin_render_pass2: PFN_vkCmdBeginRenderPass2 = c"vkCmdBeginRenderPass2",
+        cmd_begin_render_pass2_khr: PFN_vkCmdBeginRenderPass2 = c"vkCmdBeginRenderPass2KHR",
+        cmd_end_render_pass: PFN_vkCmdEndRenderPass = c"vkCmdEndRenderPass",
+        cmd_end_render_pass2: PFN_vkCmdEndRenderPass2 = c"vkCmdEndRenderPass2",
+        cmd_end_render_pass2_khr: PFN_vkCmdEndRenderPass2 = c"vkCmdEndRenderPass2KHR",
+        cmd_begin_rendering: PFN_vkCmdBeginRendering = c"vkCmdBeginRendering",
+        cmd_begin_rendering_khr: PFN_vkCmdBeginRendering = c"vkCmdBeginRenderingKHR",
+        cmd_end_rendering: PFN_vkCmdEndRendering = c"vkCmdEndRendering",
+        cmd_end_rendering_khr: PFN_vkCmdEndRendering = c"vkCmdEndRenderingKHR",
+        create_event: PFN_vkCreateEvent = c"vkCreateEvent",
+        destroy_event: PFN_vkDestroyEvent = c"vkDestroyEvent",
+        set_event: PFN_vkSetEvent = c"vkSetEvent",
+        cmd_wait_events: PFN_vkCmdWaitEvents = c"vkCmdWaitEvents",
+        cmd_begin_debug_utils_label: PFN_vkCmdBeginDebugUtilsLabelEXT = c"vkCmdBeginDebugUtilsLabelEXT",
     }
 );
 
@@ -144,6 +173,16 @@ pub(crate) struct DeviceData {
     pub fns: DeviceFns,
     pub extensions: DeviceExtensions,
     pub physical: PhysicalInfo,
+    /// Command pools, command buffers and render pass instances are tracked (`commands.rs`): only
+    /// when the layer records into command buffers (buffer markers enabled, or a scenario that
+    /// inserts a wait); otherwise those hooks are not even returned from `vkGetDeviceProcAddr`.
+    pub tracks_commands: bool,
+    /// Capabilities of each queue family (index = family), for where commands may be inserted.
+    pub queue_families: Vec<vk::QueueFlags>,
+    /// The layer's own event for scenarios that make the GPU wait (`vkCmdWaitEvents`), created with
+    /// the device. A leaf lock: it is held across `vkSetEvent` / `vkDestroyEvent` (which never call
+    /// back into the layer) so that the stall thread can never set a destroyed event.
+    pub drill_event: Mutex<Option<vk::Event>>,
     pub state: Mutex<DeviceState>,
 }
 
@@ -160,9 +199,15 @@ pub(crate) struct PhysicalInfo {
 pub(crate) struct DeviceState {
     pub tracker: DeviceTracker,
     pub fault: FaultState,
+    pub commands: CommandTracker,
 }
 
 impl DeviceData {
+    /// Locks the drill event slot (see `drill_event`).
+    pub(crate) fn event_slot(&self) -> MutexGuard<'_, Option<vk::Event>> {
+        self.drill_event.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Locks the device state; a poisoned lock (a panic caught elsewhere) is still usable because every
     /// update leaves the state consistent.
     pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState> {

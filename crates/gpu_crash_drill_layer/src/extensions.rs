@@ -28,6 +28,8 @@ pub(crate) struct Provided {
     pub ext_fault: bool,
     pub khr_fault: bool,
     pub shader_abort: bool,
+    /// `VK_AMD_buffer_marker`, emulated with a barrier and `vkCmdFillBuffer` (see `commands.rs`).
+    pub buffer_marker: bool,
 }
 
 impl Provided {
@@ -66,6 +68,9 @@ impl Provided {
             KHR_SHADER_ABORT_NAME,
             KHR_SHADER_ABORT_SPEC_VERSION,
         );
+        // Spec version 1: `vkCmdWriteBufferMarkerAMD` only (version 2 adds
+        // `vkCmdWriteBufferMarker2AMD`, which the layer does not emulate).
+        push(self.buffer_marker, vk::AMD_BUFFER_MARKER_NAME, 1);
         out
     }
 
@@ -75,6 +80,7 @@ impl Provided {
             || (self.ext_fault && name == vk::EXT_DEVICE_FAULT_NAME)
             || (self.khr_fault && name == KHR_DEVICE_FAULT_NAME)
             || (self.shader_abort && name == KHR_SHADER_ABORT_NAME)
+            || (self.buffer_marker && name == vk::AMD_BUFFER_MARKER_NAME)
     }
 
     /// True when a structure of `s_type` belongs to an extension the layer implements here (the
@@ -104,6 +110,8 @@ pub(crate) struct DeviceExtensions {
     pub khr_fault_enabled: bool,
     /// `deviceFaultVendorBinary` was enabled (EXT or KHR feature struct).
     pub vendor_binary_enabled: bool,
+    /// The application enabled `VK_AMD_buffer_marker` and the layer emulates it.
+    pub buffer_marker_enabled: bool,
 }
 
 /// The driver's (next layer's) device extensions.
@@ -153,6 +161,9 @@ pub(crate) fn provided_for(api: FaultApi, driver: &[vk::ExtensionProperties]) ->
         ext_fault: api == FaultApi::Ext && lacks(vk::EXT_DEVICE_FAULT_NAME),
         khr_fault: api == FaultApi::Khr && lacks(KHR_DEVICE_FAULT_NAME),
         shader_abort: api == FaultApi::Khr && lacks(KHR_SHADER_ABORT_NAME),
+        // Breadcrumbs are independent of the fault API and of the scenario (also offered with no
+        // scenario, so applications can test their breadcrumbs under the layer).
+        buffer_marker: lacks(vk::AMD_BUFFER_MARKER_NAME),
     }
 }
 
@@ -279,6 +290,7 @@ pub(crate) unsafe fn enabled_in(
         ext_fault_enabled: enabled(vk::EXT_DEVICE_FAULT_NAME),
         ext_fault_native,
         khr_fault_enabled: enabled(KHR_DEVICE_FAULT_NAME),
+        buffer_marker_enabled: provided.buffer_marker && enabled(vk::AMD_BUFFER_MARKER_NAME),
         ..Default::default()
     };
     let binding_ext =
@@ -314,6 +326,7 @@ mod tests {
             ext_fault: names.contains(&vk::EXT_DEVICE_FAULT_NAME),
             khr_fault: names.contains(&KHR_DEVICE_FAULT_NAME),
             shader_abort: names.contains(&KHR_SHADER_ABORT_NAME),
+            buffer_marker: names.contains(&vk::AMD_BUFFER_MARKER_NAME),
         }
         .properties()
     }
@@ -326,6 +339,7 @@ mod tests {
             Provided {
                 binding_report: true,
                 ext_fault: true,
+                buffer_marker: true,
                 ..Default::default()
             }
         );
@@ -336,13 +350,16 @@ mod tests {
                 binding_report: true,
                 khr_fault: true,
                 shader_abort: true,
+                buffer_marker: true,
                 ..Default::default()
             }
         );
-        // An NVIDIA-like driver: both EXT extensions native, nothing provided in ext mode.
+        // An NVIDIA-like driver: both EXT extensions and the AMD marker native, nothing provided in
+        // ext mode.
         let nv = props(&[
             vk::EXT_DEVICE_FAULT_NAME,
             vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+            vk::AMD_BUFFER_MARKER_NAME,
         ]);
         assert_eq!(provided_for(FaultApi::Ext, &nv), Provided::default());
         assert!(driver_has_ext_fault(&nv));

@@ -1,11 +1,15 @@
 //! Fault injection and the fault queries (`VK_EXT_device_fault`, `VK_KHR_device_fault`).
 //!
 //! The drill decides at each queue submission whether the configured scenario fires. A fired memory
-//! fault records one [`FaultRecord`] and marks the device lost; a hang swallows the submission (and
-//! every later one) so fences and semaphores never signal, without losing the device. The queries
-//! then answer from the record with the exact two-call contracts of the specification.
+//! fault records one [`FaultRecord`] and marks the device lost (or, with `after-rebind`, swallows
+//! submissions until the fault address is bound again, then marks it lost); a hang swallows the
+//! submission (and every later one) so fences and semaphores never signal, without losing the
+//! device. `stall` and `hang-in-pass` wait on the GPU instead: `commands.rs` records the wait, and
+//! [`wait_submitted`] acts when the command buffer holding it is submitted. The queries then answer
+//! from the record with the exact two-call contracts of the specification.
 
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -15,7 +19,7 @@ use vulkan_fault_ffi::{
 };
 
 use crate::bindings::Target;
-use crate::config::Scenario;
+use crate::config::{LossMode, Scenario};
 use crate::dispatch::DeviceData;
 use crate::log::log_line;
 
@@ -45,7 +49,7 @@ impl FaultRecord {
             ..Default::default()
         };
         info.flags = DeviceFaultFlagsKHR::VENDOR;
-        if self.scenario == Scenario::Hang {
+        if matches!(self.scenario, Scenario::Hang | Scenario::HangInPass(_)) {
             info.flags |= DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT;
         } else {
             info.flags |= DeviceFaultFlagsKHR::DEVICE_LOST;
@@ -64,6 +68,18 @@ impl FaultRecord {
     }
 }
 
+/// Where the wait of a `records_wait` scenario stands (once per device).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum WaitInjection {
+    /// Not recorded yet.
+    #[default]
+    Armed,
+    /// Recorded into this command buffer, which was not submitted yet.
+    Recorded(u64),
+    /// The command buffer holding it was submitted: done for this device.
+    Submitted,
+}
+
 /// Per-device fault state.
 #[derive(Debug, Default)]
 pub(crate) struct FaultState {
@@ -73,7 +89,13 @@ pub(crate) struct FaultState {
     record: Option<FaultRecord>,
     khr_pending: Vec<DeviceFaultInfoKHR>,
     label_warned: bool,
+    pub(crate) wait: WaitInjection,
+    /// `after-rebind`: the GPU is "dead" (submissions swallowed) and this many were swallowed so far.
+    dead: Option<u64>,
 }
+
+/// `after-rebind`: submissions swallowed without a re-bind before the device is lost anyway.
+pub(crate) const REBIND_LIMIT: u64 = 600;
 
 impl FaultState {
     pub(crate) fn is_lost(&self) -> bool {
@@ -102,6 +124,37 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     if st.fault.hung {
         return SubmitAction::Swallow;
     }
+    if let Some(swallowed) = st.fault.dead {
+        let st = &mut *st;
+        st.fault.submits += 1;
+        let n = st.fault.submits;
+        if let Some(by) = st.tracker.take_rebind() {
+            log_line(&format!(
+                "range re-bound by {by}; losing the device now (submission {n})"
+            ));
+        } else if swallowed >= REBIND_LIMIT {
+            let at = st
+                .fault
+                .record
+                .as_ref()
+                .and_then(|r| r.address)
+                .map_or(0, |a| a.reported_address);
+            log_line(&format!(
+                "no re-bind of 0x{at:x} within {REBIND_LIMIT} submissions; losing the device anyway \
+                 (submission {n})"
+            ));
+        } else {
+            st.fault.dead = Some(swallowed + 1);
+            return SubmitAction::Swallow;
+        }
+        st.fault.dead = None;
+        st.tracker.unwatch();
+        if let Some(record) = &st.fault.record {
+            st.fault.khr_pending.push(record.khr_report());
+        }
+        st.fault.lost = true;
+        return SubmitAction::Lost;
+    }
     let before = st.fault.submits;
     st.fault.submits += 1;
     let Some(scenario) = config.scenario.clone() else {
@@ -112,6 +165,8 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     }
     let precision = config.precision;
     let target = match &scenario {
+        // Recorded into a command buffer (`commands.rs`); submissions themselves pass.
+        Scenario::Stall(_) | Scenario::HangInPass(_) => return SubmitAction::CallDown,
         Scenario::Hang => {
             let record = FaultRecord {
                 scenario: Scenario::Hang,
@@ -155,6 +210,22 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
         return SubmitAction::CallDown;
     };
     let record = memory_fault(&scenario, &target, precision);
+    if config.loss == LossMode::AfterRebind && matches!(scenario, Scenario::UseAfterFree(_)) {
+        // The GPU "dies" here but the loss surfaces only once the freed address is mapped again,
+        // as when a driver notices the fault late (the race the plugin must handle).
+        let at = record.address.map_or(0, |a| a.reported_address);
+        log_line(&format!(
+            "injected {}: {}; submission {} and all later ones never run; the device is lost at \
+             the first submission after a bind covers 0x{at:x} again",
+            scenario.name(),
+            record.description,
+            before + 1
+        ));
+        st.tracker.watch(at);
+        st.fault.record = Some(record);
+        st.fault.dead = Some(1);
+        return SubmitAction::Swallow;
+    }
     log_line(&format!(
         "injected {}: {}; device lost at submission {}",
         scenario.name(),
@@ -165,6 +236,98 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
     st.fault.record = Some(record);
     st.fault.lost = true;
     SubmitAction::Lost
+}
+
+/// Number of queue submissions made so far on this device (counting those that reached the driver
+/// and those the drill swallowed).
+pub(crate) fn submissions(st: &crate::dispatch::DeviceState) -> u64 {
+    st.fault.submits
+}
+
+/// The command buffer holding the drill's recorded, not yet submitted wait.
+pub(crate) fn pending_wait(dev: &DeviceData) -> Option<u64> {
+    let config = &dev.instance.config;
+    if !config.scenario.as_ref().is_some_and(|s| s.records_wait()) {
+        return None;
+    }
+    match dev.lock().fault.wait {
+        WaitInjection::Recorded(cb) => Some(cb),
+        _ => None,
+    }
+}
+
+/// The driver accepted a submission containing `cb`, which holds the drill's wait.
+pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64) {
+    let mut st = dev.lock();
+    if st.fault.wait != WaitInjection::Recorded(cb) {
+        return;
+    }
+    st.fault.wait = WaitInjection::Submitted;
+    let n = st.fault.submits;
+    match &dev.instance.config.scenario {
+        Some(Scenario::Stall(ms)) => {
+            let ms = *ms;
+            drop(st);
+            log_line(&format!(
+                "injected stall: submission {n} (command buffer 0x{cb:x}) holds the GPU for {ms} ms \
+                 (vkCmdWaitEvents on a layer event), then everything completes"
+            ));
+            release_stall_after(dev.clone(), ms);
+        }
+        Some(scenario @ Scenario::HangInPass(label)) => {
+            // What a watchdog would report; the device is not lost (only the KHR report shows it).
+            let record = FaultRecord {
+                scenario: scenario.clone(),
+                description: format!(
+                    "crash drill: GPU hang (watchdog timeout) in pass \"{label}\" at submission {n}"
+                ),
+                address: None,
+                vendor_description: "gpu_crash_drill injected hang-in-pass".into(),
+                vendor_data: n,
+                abort_message: format!("crash drill: watchdog timeout in pass \"{label}\""),
+            };
+            st.fault.khr_pending.push(record.khr_report());
+            st.fault.record = Some(record);
+            log_line(&format!(
+                "hang in pass \"{label}\" reached the GPU with submission {n}; it never completes"
+            ));
+        }
+        _ => {}
+    }
+}
+
+/// Sets the drill event from a host thread after `ms` milliseconds.
+fn release_stall_after(dev: Arc<DeviceData>, ms: u64) {
+    let thread_dev = dev.clone();
+    let spawned = std::thread::Builder::new()
+        .name("gpu_crash_drill stall".into())
+        .spawn(move || {
+            crate::guard("the stall thread", (), || {
+                std::thread::sleep(Duration::from_millis(ms));
+                set_drill_event(&thread_dev, &format!("stall released after {ms} ms"));
+            })
+        });
+    if spawned.is_err() {
+        set_drill_event(
+            &dev,
+            "could not start the stall thread; stall released at once",
+        );
+    }
+}
+
+/// Sets the drill event (unless the device is gone) and logs `line`.
+pub(crate) fn set_drill_event(dev: &DeviceData, line: &str) {
+    let slot = dev.event_slot();
+    if let (Some(event), Some(set)) = (*slot, dev.fns.set_event) {
+        // SAFETY: the layer's live event of this device (the slot is emptied, under this lock,
+        // before the event and the device are destroyed); vkSetEvent never calls back into the layer.
+        let r = unsafe { set(dev.handle, event) };
+        if r == vk::Result::SUCCESS {
+            log_line(line);
+        } else {
+            log_line(&format!("vkSetEvent on the drill event failed: {r:?}"));
+        }
+    }
 }
 
 /// Builds the record of a memory fault on `target`.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use crate::config::{Config, Scenario};
+use crate::config::{Config, LossMode, Scenario};
 use crate::dispatch::{
     self, c_str, dispatch_key, AppInfo, DeviceData, DeviceFns, DeviceState, InstanceData,
     InstanceFns, Messenger, PhysicalInfo,
@@ -66,15 +66,28 @@ pub(crate) unsafe extern "system" fn create_instance(
             }
             let config = Config::from_env();
             if let Some(s) = &config.scenario {
-                let after = if *s == Scenario::Hang {
-                    format!("submission {}", config.after + 1)
+                let after = match s {
+                    Scenario::Hang => format!("submission {}", config.after + 1),
+                    Scenario::Stall(_) => format!(
+                        "first command buffer ended after {} submissions",
+                        config.after
+                    ),
+                    Scenario::HangInPass(_) => {
+                        format!(
+                            "first time the label begins after {} submissions",
+                            config.after
+                        )
+                    }
+                    _ => format!("after {} submissions", config.after),
+                };
+                let loss = if config.loss == LossMode::AfterRebind {
+                    ", device lost after re-bind"
                 } else {
-                    format!("after {} submissions", config.after)
+                    ""
                 };
                 log_line(&format!(
-                    "armed: {}{} via {:?} fault API, {after}, precision {} bytes",
-                    s.name(),
-                    s.label().map(|l| format!(":{l}")).unwrap_or_default(),
+                    "armed: {} via {:?} fault API, {after}, precision {} bytes{loss}",
+                    s.display(),
                     config.api,
                     config.precision
                 ));
@@ -376,6 +389,19 @@ unsafe fn create_device_inner(
             ))
         };
     }
+    if fns.cmd_begin_debug_utils_label.is_none() {
+        // Same as above: an instance-extension command dispatched on command buffers.
+        // SAFETY: the next GIPA returns the entry point of this name (or null).
+        fns.cmd_begin_debug_utils_label = unsafe {
+            std::mem::transmute::<
+                vk::PFN_vkVoidFunction,
+                Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+            >(next_gipa(
+                inst.handle,
+                c"vkCmdBeginDebugUtilsLabelEXT".as_ptr(),
+            ))
+        };
+    }
     let mut physical_info = PhysicalInfo::default();
     if let Some(get) = inst.fns.get_physical_device_properties {
         let mut props = vk::PhysicalDeviceProperties::default();
@@ -388,6 +414,42 @@ unsafe fn create_device_inner(
             pipeline_cache_uuid: props.pipeline_cache_uuid,
         };
     }
+    let mut queue_families = Vec::new();
+    if let Some(get) = inst.fns.get_physical_device_queue_family_properties {
+        let mut n = 0u32;
+        // SAFETY: valid physical device; count query.
+        unsafe { get(physical, &mut n, std::ptr::null_mut()) };
+        let mut props = vec![vk::QueueFamilyProperties::default(); n as usize];
+        // SAFETY: `props` holds `n` elements.
+        unsafe { get(physical, &mut n, props.as_mut_ptr()) };
+        queue_families = props
+            .iter()
+            .take(n as usize)
+            .map(|p| p.queue_flags)
+            .collect();
+    }
+    let records_wait = inst
+        .config
+        .scenario
+        .as_ref()
+        .is_some_and(|s| s.records_wait());
+    let mut drill_event = None;
+    if records_wait {
+        if let Some(create) = fns.create_event {
+            let mut event = vk::Event::null();
+            // SAFETY: a fresh device; a default (host-settable) event with the driver's allocator (the
+            // layer destroys it the same way); valid output.
+            let info = vk::EventCreateInfo::default();
+            let r = unsafe { create(device, &info, std::ptr::null(), &mut event) };
+            if r == vk::Result::SUCCESS {
+                drill_event = Some(event);
+            } else {
+                log_line(&format!(
+                    "vkCreateEvent for the drill's wait failed ({r:?}); no wait will be injected"
+                ));
+            }
+        }
+    }
     let data = DeviceData {
         handle: device,
         instance: inst.clone(),
@@ -395,9 +457,13 @@ unsafe fn create_device_inner(
         fns,
         extensions: enabled,
         physical: physical_info,
+        tracks_commands: enabled.buffer_marker_enabled || records_wait,
+        queue_families,
+        drill_event: Mutex::new(drill_event),
         state: Mutex::new(DeviceState {
             tracker: Default::default(),
             fault: Default::default(),
+            commands: Default::default(),
         }),
     };
     // SAFETY: valid device handle.

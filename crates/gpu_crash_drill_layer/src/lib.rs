@@ -10,18 +10,22 @@
 //!   `vkGetPhysicalDeviceFeatures2`, removed from `vkCreateDevice` before the driver sees them, binding
 //!   reports sent to the application's debug messengers from a deterministic address allocator
 //!   (`bindings`);
+//! - **provides** `VK_AMD_buffer_marker` where the driver lacks it, whatever the scenario
+//!   (`commands`);
 //! - **injects** the fault chosen by `GPU_CRASH_DRILL=<scenario>[:<label>]` after
 //!   `GPU_CRASH_DRILL_AFTER` submissions (`fault`), and answers the fault queries from it.
 //!
 //! Module map: `loader` (loader-layer ABI), `dispatch` (next-layer tables, object maps), `instance` /
 //! `device` (the hooks), `extensions` + `chain` (provided extensions), `bindings`, `native` (driver
-//! addresses where the driver has the binding report), `fault`, `config`.
+//! addresses where the driver has the binding report), `commands` (what the layer records into command
+//! buffers), `fault`, `config`.
 //!
 //! No panic crosses the FFI boundary: every exported function and hook runs inside [`guard`].
 
 mod bindings;
 mod chain;
 mod chain_sizes;
+mod commands;
 mod config;
 mod device;
 mod dispatch;
@@ -183,10 +187,49 @@ fn device_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     })
 }
 
-/// Entry points of the fault extensions the layer serves itself.
+/// Device-level hooks that follow command buffers (`commands.rs`): returned from
+/// `vkGetDeviceProcAddr` only for devices where the layer records into command buffers.
+fn command_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    use commands::*;
+    Some(match name {
+        b"vkCreateCommandPool" => hook!(create_command_pool, vk::PFN_vkCreateCommandPool)?,
+        b"vkDestroyCommandPool" => hook!(destroy_command_pool, vk::PFN_vkDestroyCommandPool)?,
+        b"vkResetCommandPool" => hook!(reset_command_pool, vk::PFN_vkResetCommandPool)?,
+        b"vkAllocateCommandBuffers" => {
+            hook!(allocate_command_buffers, vk::PFN_vkAllocateCommandBuffers)?
+        }
+        b"vkFreeCommandBuffers" => hook!(free_command_buffers, vk::PFN_vkFreeCommandBuffers)?,
+        b"vkBeginCommandBuffer" => hook!(begin_command_buffer, vk::PFN_vkBeginCommandBuffer)?,
+        b"vkEndCommandBuffer" => hook!(end_command_buffer, vk::PFN_vkEndCommandBuffer)?,
+        b"vkResetCommandBuffer" => hook!(reset_command_buffer, vk::PFN_vkResetCommandBuffer)?,
+        b"vkCmdBeginRenderPass" => hook!(cmd_begin_render_pass, vk::PFN_vkCmdBeginRenderPass)?,
+        b"vkCmdBeginRenderPass2" => hook!(cmd_begin_render_pass2, vk::PFN_vkCmdBeginRenderPass2)?,
+        b"vkCmdBeginRenderPass2KHR" => {
+            hook!(cmd_begin_render_pass2_khr, vk::PFN_vkCmdBeginRenderPass2)?
+        }
+        b"vkCmdEndRenderPass" => hook!(cmd_end_render_pass, vk::PFN_vkCmdEndRenderPass)?,
+        b"vkCmdEndRenderPass2" => hook!(cmd_end_render_pass2, vk::PFN_vkCmdEndRenderPass2)?,
+        b"vkCmdEndRenderPass2KHR" => hook!(cmd_end_render_pass2_khr, vk::PFN_vkCmdEndRenderPass2)?,
+        b"vkCmdBeginRendering" => hook!(cmd_begin_rendering, vk::PFN_vkCmdBeginRendering)?,
+        b"vkCmdBeginRenderingKHR" => hook!(cmd_begin_rendering_khr, vk::PFN_vkCmdBeginRendering)?,
+        b"vkCmdEndRendering" => hook!(cmd_end_rendering, vk::PFN_vkCmdEndRendering)?,
+        b"vkCmdEndRenderingKHR" => hook!(cmd_end_rendering_khr, vk::PFN_vkCmdEndRendering)?,
+        b"vkCmdBeginDebugUtilsLabelEXT" => hook!(
+            cmd_begin_debug_utils_label,
+            vk::PFN_vkCmdBeginDebugUtilsLabelEXT
+        )?,
+        _ => return None,
+    })
+}
+
+/// Entry points of the extensions the layer serves itself (fault queries, buffer markers).
 fn fault_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
     use device::*;
     Some(match name {
+        b"vkCmdWriteBufferMarkerAMD" => hook!(
+            commands::cmd_write_buffer_marker_amd,
+            vk::PFN_vkCmdWriteBufferMarkerAMD
+        )?,
         b"vkGetDeviceFaultInfoEXT" => {
             hook!(get_device_fault_info_ext, vk::PFN_vkGetDeviceFaultInfoEXT)?
         }
@@ -239,7 +282,7 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
         if let Some(h) = fault_hook(name) {
             return Some(h);
         }
-        if let Some(h) = device_hook(name) {
+        if let Some(h) = device_hook(name).or_else(|| command_hook(name)) {
             return next.map(|_| h);
         }
         next
@@ -271,6 +314,7 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
             b"vkGetDeviceFaultReportsKHR" | b"vkGetDeviceFaultDebugInfoKHR" => {
                 ext.khr_fault_enabled && ext.provided.khr_fault
             }
+            b"vkCmdWriteBufferMarkerAMD" => ext.buffer_marker_enabled,
             _ => false,
         };
         if ours {
@@ -278,6 +322,16 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
         }
         // SAFETY: the next layer's GDPA with the device it created.
         let next = unsafe { (dev.next_gdpa)(device, p_name) };
+        if let Some(h) = command_hook(name) {
+            // The label command may only be known to the next layer's GIPA (see `create_device`).
+            let label_via_gipa = name == b"vkCmdBeginDebugUtilsLabelEXT"
+                && dev.fns.cmd_begin_debug_utils_label.is_some();
+            return if dev.tracks_commands && (next.is_some() || label_via_gipa) {
+                Some(h)
+            } else {
+                next
+            };
+        }
         match device_hook(name) {
             Some(h) if next.is_some() => Some(h),
             _ => next,

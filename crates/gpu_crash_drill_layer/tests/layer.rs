@@ -37,6 +37,18 @@ fn advertises_khr_extensions_features_and_properties() {
 }
 
 #[test]
+fn amd_buffer_marker_without_scenario() {
+    let out = run_child("marker", &[]);
+    // No scenario: the only line is the one about the marker the emulation had to skip.
+    let lines = drill_lines(&out.stderr);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("inside a render pass instance"),
+        "{lines:?}"
+    );
+}
+
+#[test]
 fn binding_reports_match_creates_and_destroys() {
     run_child("bindings", &[]);
 }
@@ -140,6 +152,119 @@ fn hang_khr() {
 }
 
 #[test]
+fn stall_delays_the_gpu_then_completes() {
+    let out = run_child(
+        "stall",
+        &[
+            ("GPU_CRASH_DRILL", "stall:300"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    let lines = drill_lines(&out.stderr);
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(count("armed: stall:300"), 1, "{lines:?}");
+    assert_eq!(
+        count("reset or freed before it was submitted"),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(count("injected stall: submission 4"), 1, "{lines:?}");
+    assert_eq!(count("stall released after 300 ms"), 1, "{lines:?}");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+}
+
+fn hang_in_pass_case(case: &str) -> Vec<String> {
+    let out = run_child(
+        case,
+        &[
+            ("GPU_CRASH_DRILL", "hang-in-pass:drill pass"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+        ],
+    );
+    let lines: Vec<String> = drill_lines(&out.stderr)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(
+        count("injected hang in pass \"drill pass\""),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(
+        count("hang in pass \"drill pass\" reached the GPU with submission 4"),
+        1,
+        "{lines:?}"
+    );
+    lines
+}
+
+/// wgpu-hal 29 begins a render pass's label (`begin_debug_marker`) before `vkCmdBeginRenderPass`:
+/// the wait goes in right after the label, outside the render pass.
+#[test]
+fn hang_in_pass_with_wgpu_label_order() {
+    let lines = hang_in_pass_case("hang-in-pass|wgpu");
+    assert!(
+        !lines.iter().any(|l| l.contains("inside a render pass")),
+        "{lines:?}"
+    );
+}
+
+/// A label begun inside a render pass instance (wgpu's `push_debug_group` in a pass): the wait
+/// follows the end of the instance.
+#[test]
+fn hang_in_pass_label_inside_render_pass() {
+    let lines = hang_in_pass_case("hang-in-pass|inside");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the wait follows the end of that instance")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn use_after_free_loses_the_device_only_after_rebind() {
+    let out = run_child(
+        "after-rebind",
+        &[
+            ("GPU_CRASH_DRILL", "use-after-free:victim"),
+            ("GPU_CRASH_DRILL_LOSS", "after-rebind"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    let lines = drill_lines(&out.stderr);
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(count("injected use-after-free"), 1, "{lines:?}");
+    assert_eq!(count("range re-bound by buffer \"tenant\""), 1, "{lines:?}");
+    assert_eq!(
+        count("losing the device now (submission 9)"),
+        1,
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn use_after_free_after_rebind_gives_up_after_600_submissions() {
+    let out = run_child(
+        "after-rebind-timeout",
+        &[
+            ("GPU_CRASH_DRILL", "use-after-free"),
+            ("GPU_CRASH_DRILL_LOSS", "after-rebind"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+        ],
+    );
+    assert!(
+        drill_lines(&out.stderr)
+            .iter()
+            .any(|l| l.contains("no re-bind of 0x") && l.contains("within 600 submissions")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn unknown_scenario_logs_one_line_and_passes_through() {
     let out = run_child(
         "passthrough",
@@ -216,6 +341,16 @@ fn child_entry() {
         }
         ["hang", api] => case_hang(if *api == "khr" { Api::Khr } else { Api::Ext }),
         ["passthrough"] => case_passthrough(),
+        ["marker"] => case_marker(),
+        ["stall"] => case_stall(),
+        ["after-rebind"] => case_after_rebind(),
+        ["after-rebind-timeout"] => case_after_rebind_timeout(),
+        ["hang-in-pass", order] => {
+            case_hang_in_pass(*order == "inside");
+            // The GPU stays hung (lavapipe's queue thread spins forever): leave at once.
+            println!("DRILL-CASE-OK {case}");
+            exit_now(0);
+        }
         ["no-extensions"] => case_no_extensions(),
         _ => panic!("unknown case {case}"),
     }
@@ -278,7 +413,9 @@ fn case_extensions(api: Api) {
     let layer_list = ext_names(&gpu, Some(c"VK_LAYER_gpu_crash_drill"));
     let mut expected: Vec<&str> = vec!["VK_EXT_device_address_binding_report"];
     expected.extend(&ours);
+    expected.push("VK_AMD_buffer_marker");
     assert_eq!(layer_list, expected);
+    assert_eq!(has("VK_AMD_buffer_marker"), 1, "{all:?}");
 
     // Features: ours filled, the other API's left alone.
     let mut abort = PhysicalDeviceShaderAbortFeaturesKHR::default();
@@ -354,6 +491,10 @@ fn case_extensions(api: Api) {
     };
     assert_eq!(gdpa(c"vkGetDeviceFaultInfoEXT").is_some(), is_ext);
     assert_eq!(gdpa(c"vkGetDeviceFaultReportsKHR").is_some(), !is_ext);
+    assert!(
+        gdpa(c"vkCmdWriteBufferMarkerAMD").is_none(),
+        "marker entry point without the extension enabled"
+    );
     if is_ext {
         let counts = ext_counts(&gpu);
         assert_eq!(
@@ -380,6 +521,277 @@ fn case_extensions(api: Api) {
         assert_eq!((r, n), (vk::Result::TIMEOUT, 0));
     }
     gpu.submit_ok(3);
+}
+
+fn case_marker() {
+    let all = {
+        let gpu = Gpu::new(Api::None, false);
+        ext_names(&gpu, None)
+    };
+    assert_eq!(
+        all.iter().filter(|e| *e == "VK_AMD_buffer_marker").count(),
+        1,
+        "{all:?}"
+    );
+    let gpu = Gpu::with_extensions(Api::None, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(16);
+    let scratch = gpu.mapped_buffer(1024);
+    let cb = gpu.begin();
+    gpu.marker(cb, vk::PipelineStageFlags::TOP_OF_PIPE, out.buffer, 0, 0xA1);
+    // SAFETY: recording, outside a render pass; the buffer has TRANSFER_DST.
+    unsafe {
+        gpu.device
+            .cmd_fill_buffer(cb, scratch.buffer, 0, 4096, 0x5555_5555)
+    };
+    gpu.marker(cb, vk::PipelineStageFlags::TRANSFER, out.buffer, 8, 0xB2);
+    gpu.marker(
+        cb,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        60,
+        0xC3,
+    );
+    gpu.end(cb);
+    let fence = gpu.fence();
+    assert_eq!(gpu.submit_cb(cb, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 5_000_000_000), vk::Result::SUCCESS);
+    let words: Vec<u32> = (0..16).map(|i| out.read(i)).collect();
+    let mut want = [0u32; 16];
+    want[0] = 0xA1;
+    want[2] = 0xB2;
+    want[15] = 0xC3;
+    assert_eq!(words, want);
+    assert_eq!(scratch.read(1023), 0x5555_5555, "the work in between ran");
+
+    // Inside a render pass instance the emulation cannot write (vkCmdFillBuffer is a transfer
+    // command): that marker is skipped, the ones around the pass are written.
+    let pass = gpu.empty_render_pass();
+    let cb = gpu.begin();
+    gpu.marker(cb, vk::PipelineStageFlags::TRANSFER, out.buffer, 16, 0xD4);
+    gpu.begin_pass(cb, pass);
+    gpu.marker(
+        cb,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        20,
+        0xE5,
+    );
+    gpu.end_pass(cb);
+    gpu.marker(
+        cb,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        24,
+        0xF6,
+    );
+    gpu.end(cb);
+    let fence = gpu.fence();
+    assert_eq!(gpu.submit_cb(cb, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 5_000_000_000), vk::Result::SUCCESS);
+    assert_eq!((out.read(4), out.read(5), out.read(6)), (0xD4, 0, 0xF6));
+}
+
+/// Submits `cb` and returns how long its fence took to signal (which must happen within 5 s).
+fn timed_submit(gpu: &Gpu, cb: vk::CommandBuffer) -> std::time::Duration {
+    let fence = gpu.fence();
+    let start = std::time::Instant::now();
+    assert_eq!(gpu.submit_cb(cb, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 5_000_000_000), vk::Result::SUCCESS);
+    start.elapsed()
+}
+
+fn case_stall() {
+    let gpu = Gpu::new(Api::None, false);
+    // Ended before the threshold (2 submissions): no stall, even when submitted after it.
+    let early = gpu.begin();
+    gpu.end(early);
+    gpu.submit_ok(2);
+    let fast = timed_submit(&gpu, early);
+    assert!(fast < std::time::Duration::from_millis(250), "{fast:?}");
+    // The first command buffer ended after the threshold gets the wait; resetting it before it is
+    // submitted hands the wait to the next one.
+    let discarded = gpu.begin();
+    gpu.end(discarded);
+    // SAFETY: recorded, never submitted.
+    unsafe {
+        gpu.device
+            .reset_command_buffer(discarded, vk::CommandBufferResetFlags::empty())
+    }
+    .unwrap();
+    let stalled = gpu.begin();
+    gpu.end(stalled);
+    let took = timed_submit(&gpu, stalled);
+    assert!(
+        took >= std::time::Duration::from_millis(250),
+        "the fence signalled after {took:?}"
+    );
+    // Once per device: later work runs normally, and the device was never lost.
+    let after = gpu.begin();
+    gpu.end(after);
+    timed_submit(&gpu, after);
+    // SAFETY: valid device.
+    unsafe { gpu.device.device_wait_idle() }.unwrap();
+    gpu.submit_ok(2);
+}
+
+fn case_hang_in_pass(label_inside_pass: bool) {
+    watchdog(60);
+    let gpu = Gpu::with_extensions(Api::Khr, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(16);
+    let pass = gpu.empty_render_pass();
+    // Before the threshold (2 submissions) the label does nothing.
+    let early = gpu.begin();
+    gpu.label_begin(early, "drill pass");
+    gpu.marker(early, vk::PipelineStageFlags::TRANSFER, out.buffer, 0, 1);
+    gpu.label_end(early);
+    gpu.end(early);
+    timed_submit(&gpu, early);
+    gpu.submit_ok(1);
+    // A command buffer without the label completes.
+    let plain = gpu.begin();
+    gpu.label_begin(plain, "other pass");
+    gpu.marker(plain, vk::PipelineStageFlags::TRANSFER, out.buffer, 4, 2);
+    gpu.label_end(plain);
+    gpu.end(plain);
+    timed_submit(&gpu, plain);
+    // The labelled one never does.
+    let hung = gpu.begin();
+    gpu.marker(hung, vk::PipelineStageFlags::TRANSFER, out.buffer, 8, 3);
+    if label_inside_pass {
+        gpu.begin_pass(hung, pass);
+        gpu.label_begin(hung, "drill pass");
+        gpu.label_end(hung);
+        gpu.end_pass(hung);
+    } else {
+        // wgpu's order: label, then the render pass instance.
+        gpu.label_begin(hung, "drill pass");
+        gpu.begin_pass(hung, pass);
+        gpu.end_pass(hung);
+        gpu.label_end(hung);
+    }
+    gpu.marker(
+        hung,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        12,
+        4,
+    );
+    gpu.end(hung);
+    let fence = gpu.fence();
+    assert_eq!(gpu.submit_cb(hung, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 1_500_000_000), vk::Result::TIMEOUT);
+    assert_eq!(
+        (out.read(0), out.read(1), out.read(2), out.read(3)),
+        (1, 2, 3, 0),
+        "markers before the label are written, the one after it is not"
+    );
+    // Hung, not lost: later submissions are accepted (and queue up behind the hang).
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    // SAFETY: valid device.
+    let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, gpu.device.handle()) };
+    let reports = fns.get_device_fault_reports.unwrap();
+    let mut infos = [DeviceFaultInfoKHR::default(); 1];
+    let mut n = 1;
+    // SAFETY: `infos` holds one element.
+    let result = unsafe { reports(gpu.device.handle(), 0, &mut n, infos.as_mut_ptr()) };
+    assert_eq!((result, n), (vk::Result::SUCCESS, 1));
+    assert!(infos[0]
+        .flags
+        .contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT));
+    assert!(!infos[0].flags.contains(DeviceFaultFlagsKHR::DEVICE_LOST));
+    // SAFETY: NUL-terminated by the layer.
+    let desc = unsafe { CStr::from_ptr(infos[0].description.as_ptr()) }.to_string_lossy();
+    assert!(desc.contains("drill pass"), "{desc}");
+    if label_inside_pass {
+        // Teardown after a hang: the layer releases its wait in vkDestroyDevice and lets the work
+        // drain first, so destroying the device returns (the watchdog fails the case otherwise).
+        // SAFETY: nothing else uses the device any more.
+        unsafe { gpu.device.destroy_device(None) };
+    }
+}
+
+fn case_after_rebind() {
+    let gpu = Gpu::new(Api::Ext, false);
+    let probes = probes(&gpu);
+    let mem = gpu.allocate(64 * 1024);
+    let (victim, _) = gpu.buffer_in(10_000, Some("victim"), mem, 0);
+    let (_keep, _) = gpu.buffer_in(4096, Some("keep"), mem, 32 * 1024);
+    gpu.submit_ok(3);
+    // SAFETY: idle; the memory stays allocated, so its offsets can be bound again.
+    unsafe { gpu.device.destroy_buffer(victim, None) };
+    let range = gpu.reported_range(victim.as_raw());
+    // Submission 4 fires the fault but the GPU just stops: SUCCESS, nothing ever signals.
+    let fence = gpu.fence();
+    assert_eq!(
+        gpu.submit(fence),
+        vk::Result::SUCCESS,
+        "the faulting submission"
+    );
+    assert_eq!(gpu.wait(fence, 200_000_000), vk::Result::TIMEOUT);
+    for _ in 0..3 {
+        assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    }
+    // SAFETY: valid device.
+    assert_eq!(unsafe { gpu.device.device_wait_idle() }, Ok(()));
+    let c = no_fault_counts(&gpu);
+    assert_eq!(
+        (c.address_info_count, c.vendor_info_count),
+        (0, 0),
+        "not lost yet"
+    );
+    // A bind elsewhere changes nothing.
+    let (_elsewhere, _) = gpu.buffer_in(4096, Some("elsewhere"), mem, 40 * 1024);
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    // A bind over the freed range: the next submission (9) loses the device.
+    let (_tenant, _) = gpu.buffer_in(10_000, Some("tenant"), mem, 0);
+    assert_eq!(
+        gpu.submit(vk::Fence::null()),
+        vk::Result::ERROR_DEVICE_LOST,
+        "the first submission after the re-bind"
+    );
+    check_everything_lost(&gpu, &probes);
+    let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+        .fp()
+        .get_device_fault_info_ext;
+    let mut addrs = [vk::DeviceFaultAddressInfoEXT::default(); 1];
+    let mut vendors = [vk::DeviceFaultVendorInfoEXT::default(); 1];
+    let mut counts = vk::DeviceFaultCountsEXT {
+        address_info_count: 1,
+        vendor_info_count: 1,
+        ..Default::default()
+    };
+    let mut info = vk::DeviceFaultInfoEXT {
+        p_address_infos: addrs.as_mut_ptr(),
+        p_vendor_infos: vendors.as_mut_ptr(),
+        ..Default::default()
+    };
+    // SAFETY: arrays hold the counts passed.
+    let r = unsafe { f(gpu.device.handle(), &mut counts, &mut info) };
+    assert_eq!(r, vk::Result::SUCCESS);
+    assert_eq!(counts.address_info_count, 1);
+    let desc = info.description_as_c_str().unwrap().to_string_lossy();
+    assert!(desc.contains("victim"), "{desc}");
+    check_address(
+        "use-after-free",
+        addrs[0].address_type,
+        addrs[0].reported_address,
+        addrs[0].address_precision,
+        4096,
+        range,
+    );
+}
+
+fn case_after_rebind_timeout() {
+    let gpu = Gpu::new(Api::Ext, false);
+    let (b, m) = gpu.buffer(10_000, None);
+    gpu.submit_ok(2);
+    gpu.destroy(b, m);
+    for i in 0..600 {
+        assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS, "#{i}");
+    }
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::ERROR_DEVICE_LOST);
+    let c = ext_counts(&gpu);
+    assert_eq!(c.address_info_count, 1);
 }
 
 fn case_bindings() {

@@ -112,6 +112,31 @@ pub fn run_child(case: &str, env: &[(&str, &str)]) -> ChildOutput {
     ChildOutput { stdout, stderr }
 }
 
+extern "C" {
+    /// POSIX `_exit`: ends the process without atexit handlers or destructors.
+    fn _exit(status: i32) -> !;
+}
+
+/// Ends a child process at once. For cases that leave the GPU hung: lavapipe's queue thread spins on
+/// the never-set event forever, and an orderly exit could wait for it.
+pub fn exit_now(status: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` only ends the process.
+    unsafe { _exit(status) }
+}
+
+/// Ends the process (status 3) if it is still running after `secs` seconds, so a case that hangs by
+/// mistake cannot hang the test run.
+pub fn watchdog(secs: u64) {
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+        eprintln!("watchdog: child case still running after {secs} s");
+        exit_now(3);
+    });
+}
+
 /// One captured binding report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingMsg {
@@ -137,6 +162,12 @@ unsafe extern "system" fn on_message(
 ) -> vk::Bool32 {
     // SAFETY: the layer/driver passes valid callback data per the spec.
     let data = unsafe { &*data };
+    if types.contains(vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION) && user as usize == 1 {
+        // Only seen when a validation layer runs below the drill (a manual check; see the README).
+        // SAFETY: a NUL-terminated message per the spec.
+        let text = unsafe { CStr::from_ptr(data.p_message) }.to_string_lossy();
+        eprintln!("VALIDATION {severity:?}: {text}");
+    }
     let mut p = data.p_next.cast::<vk::BaseInStructure<'_>>();
     while !p.is_null() {
         // SAFETY: a valid pNext chain.
@@ -194,10 +225,16 @@ pub struct Gpu {
     pub debug_device: ash::ext::debug_utils::Device,
     pub queue: vk::Queue,
     pub memory_type: u32,
+    pub pool: vk::CommandPool,
 }
 
 impl Gpu {
     pub fn new(api: Api, vendor_binary: bool) -> Self {
+        Self::with_extensions(api, vendor_binary, &[])
+    }
+
+    /// Like [`Gpu::new`], also enabling the device extensions in `extra`.
+    pub fn with_extensions(api: Api, vendor_binary: bool, extra: &[&CStr]) -> Self {
         // SAFETY: loading the system Vulkan loader.
         let entry = unsafe { ash::Entry::load() }.expect("libvulkan");
         let app = vk::ApplicationInfo::default()
@@ -218,6 +255,7 @@ impl Gpu {
             (
                 1usize,
                 vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
                     | vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
             ),
             (2usize, vk::DebugUtilsMessageTypeFlagsEXT::GENERAL),
@@ -253,6 +291,7 @@ impl Gpu {
             ]),
             Api::None => {}
         }
+        names.extend(extra.iter().map(|n| n.as_ptr()));
         let vb = if vendor_binary { vk::TRUE } else { vk::FALSE };
         // The drill's feature structs sit in the middle of a chain of driver structs, so the layer
         // must copy the nodes in front of them to unlink them.
@@ -324,6 +363,11 @@ impl Gpu {
         let memory_type = (0..mem.memory_type_count)
             .find(|&i| mem.memory_types[i as usize].property_flags.contains(wanted))
             .expect("host visible memory");
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(0)
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+        // SAFETY: valid device and create info.
+        let pool = unsafe { device.create_command_pool(&pool_info, None) }.unwrap();
         Gpu {
             entry,
             instance,
@@ -335,7 +379,142 @@ impl Gpu {
             debug_device,
             queue,
             memory_type,
+            pool,
         }
+    }
+
+    /// A new primary command buffer, begun (one-time submit).
+    pub fn begin(&self) -> vk::CommandBuffer {
+        let info = vk::CommandBufferAllocateInfo::default()
+            .command_pool(self.pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: valid device and pool.
+        let cb = unsafe { self.device.allocate_command_buffers(&info) }.unwrap()[0];
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        // SAFETY: a fresh command buffer.
+        unsafe { self.device.begin_command_buffer(cb, &begin) }.unwrap();
+        cb
+    }
+
+    /// Ends recording of `cb`.
+    pub fn end(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is recording.
+        unsafe { self.device.end_command_buffer(cb) }.unwrap();
+    }
+
+    /// Submits one command buffer signalling `fence`.
+    pub fn submit_cb(&self, cb: vk::CommandBuffer, fence: vk::Fence) -> vk::Result {
+        let cbs = [cb];
+        let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+        // SAFETY: valid queue, an executable command buffer.
+        match unsafe { self.device.queue_submit(self.queue, &[submit], fence) } {
+            Ok(()) => vk::Result::SUCCESS,
+            Err(e) => e,
+        }
+    }
+
+    /// Waits for `fence` up to `timeout_ns`.
+    pub fn wait(&self, fence: vk::Fence, timeout_ns: u64) -> vk::Result {
+        // SAFETY: valid fence of this device.
+        match unsafe { self.device.wait_for_fences(&[fence], true, timeout_ns) } {
+            Ok(()) => vk::Result::SUCCESS,
+            Err(e) => e,
+        }
+    }
+
+    /// A zeroed host-visible, host-coherent buffer (TRANSFER_DST) of `words` u32s, persistently mapped.
+    pub fn mapped_buffer(&self, words: usize) -> MappedBuffer {
+        let size = (words * 4) as u64;
+        let (buffer, memory) = self.buffer(size, Some("markers"));
+        // SAFETY: host-visible memory of this device, not mapped yet.
+        let ptr = unsafe {
+            self.device
+                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+        }
+        .unwrap()
+        .cast::<u32>();
+        // SAFETY: the mapping covers at least `words` u32s.
+        unsafe { std::ptr::write_bytes(ptr, 0, words) };
+        MappedBuffer {
+            buffer,
+            memory,
+            ptr,
+            words,
+        }
+    }
+
+    /// A render pass without attachments (one subpass) and a 16x16 framebuffer for it: the cheapest
+    /// render pass instance, as wgpu begins them (`vkCmdBeginRenderPass`).
+    pub fn empty_render_pass(&self) -> (vk::RenderPass, vk::Framebuffer) {
+        let subpasses =
+            [vk::SubpassDescription::default()
+                .pipeline_bind_point(vk::PipelineBindPoint::GRAPHICS)];
+        let info = vk::RenderPassCreateInfo::default().subpasses(&subpasses);
+        // SAFETY: valid device and create info.
+        let pass = unsafe { self.device.create_render_pass(&info, None) }.unwrap();
+        let fb_info = vk::FramebufferCreateInfo::default()
+            .render_pass(pass)
+            .width(16)
+            .height(16)
+            .layers(1);
+        // SAFETY: valid device and create info.
+        let fb = unsafe { self.device.create_framebuffer(&fb_info, None) }.unwrap();
+        (pass, fb)
+    }
+
+    /// Begins an instance of `pass` in `cb`.
+    pub fn begin_pass(&self, cb: vk::CommandBuffer, (pass, fb): (vk::RenderPass, vk::Framebuffer)) {
+        let info = vk::RenderPassBeginInfo::default()
+            .render_pass(pass)
+            .framebuffer(fb)
+            .render_area(vk::Rect2D {
+                offset: vk::Offset2D::default(),
+                extent: vk::Extent2D {
+                    width: 16,
+                    height: 16,
+                },
+            });
+        // SAFETY: `cb` is recording outside a render pass.
+        unsafe {
+            self.device
+                .cmd_begin_render_pass(cb, &info, vk::SubpassContents::INLINE)
+        };
+    }
+
+    /// Ends the render pass instance of `cb`.
+    pub fn end_pass(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is inside a render pass instance.
+        unsafe { self.device.cmd_end_render_pass(cb) };
+    }
+
+    /// `vkCmdBeginDebugUtilsLabelEXT`.
+    pub fn label_begin(&self, cb: vk::CommandBuffer, name: &str) {
+        let name = CString::new(name).unwrap();
+        let label = vk::DebugUtilsLabelEXT::default().label_name(&name);
+        // SAFETY: `cb` is recording.
+        unsafe { self.debug_device.cmd_begin_debug_utils_label(cb, &label) };
+    }
+
+    /// `vkCmdEndDebugUtilsLabelEXT`.
+    pub fn label_end(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is recording inside a label region.
+        unsafe { self.debug_device.cmd_end_debug_utils_label(cb) };
+    }
+
+    /// `vkCmdWriteBufferMarkerAMD` through the device's own entry point.
+    pub fn marker(
+        &self,
+        cb: vk::CommandBuffer,
+        stage: vk::PipelineStageFlags,
+        buffer: vk::Buffer,
+        offset: u64,
+        value: u32,
+    ) {
+        let ext = ash::amd::buffer_marker::Device::new(&self.instance, &self.device);
+        // SAFETY: `cb` is recording outside a render pass; offset inside the buffer, 4-aligned.
+        unsafe { ext.cmd_write_buffer_marker(cb, stage, buffer, offset, value) };
     }
 
     pub fn name<H: Handle>(&self, handle: H, name: &str) {
@@ -441,6 +620,23 @@ impl Gpu {
             .find(|m| m.handle == handle && m.object_type == vk::ObjectType::BUFFER)
             .unwrap_or_else(|| panic!("no binding report for 0x{handle:x}"));
         (msg.base, msg.size)
+    }
+}
+
+/// A persistently mapped host-coherent buffer.
+pub struct MappedBuffer {
+    pub buffer: vk::Buffer,
+    pub memory: vk::DeviceMemory,
+    ptr: *mut u32,
+    words: usize,
+}
+
+impl MappedBuffer {
+    /// The u32 at word index `i`, read volatile (the GPU writes it).
+    pub fn read(&self, i: usize) -> u32 {
+        assert!(i < self.words);
+        // SAFETY: in bounds of a live mapping.
+        unsafe { self.ptr.add(i).read_volatile() }
     }
 }
 

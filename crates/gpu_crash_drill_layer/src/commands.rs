@@ -1,0 +1,913 @@
+//! What the layer records into the application's command buffers.
+//!
+//! `VK_AMD_buffer_marker` where the driver lacks it: `vkCmdWriteBufferMarkerAMD` becomes a barrier
+//! from the given stage, a 4-byte `vkCmdFillBuffer` of the marker value, and a barrier that makes the
+//! write visible to the host, so a host-coherent mapped buffer shows the marker once the work before
+//! it has executed (the emulation of a breadcrumb that a GPU writes as it goes).
+//!
+//! Commands the layer adds must land where they are valid, so [`CommandTracker`] follows each command
+//! buffer's pool (queue family), level and render pass state from the pool, allocate, begin/end and
+//! render pass hooks below. The hooks are only installed on devices where the layer records anything
+//! (`DeviceData::tracks_commands`).
+
+use std::collections::HashMap;
+
+use ash::vk::{self, Handle};
+
+use crate::config::Scenario;
+use crate::device::{dev_of, NO_DEVICE};
+use crate::dispatch::DeviceData;
+use crate::fault::{self, WaitInjection};
+use crate::guard;
+use crate::log::log_line;
+
+/// Where a command buffer's recording stands with respect to render pass instances.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum PassState {
+    #[default]
+    Outside,
+    /// Inside a render pass instance (or a secondary command buffer that continues one).
+    Inside {
+        /// A dynamic rendering instance begun with `VK_RENDERING_SUSPENDING_BIT`.
+        suspending: bool,
+    },
+    /// After a suspended dynamic rendering instance: no action or synchronization command may be
+    /// recorded until it resumes (in this or a later command buffer).
+    Suspended,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CommandBufferState {
+    pool: u64,
+    primary: bool,
+    pass: PassState,
+    /// The `hang-in-pass` label began inside a render pass instance: the wait goes in right after
+    /// the instance ends (the first valid point after the label).
+    hang_pending: bool,
+}
+
+/// Per-device command pool and command buffer bookkeeping.
+#[derive(Debug, Default)]
+pub(crate) struct CommandTracker {
+    /// Pool → queue family index.
+    pools: HashMap<u64, u32>,
+    buffers: HashMap<u64, CommandBufferState>,
+    marker_in_pass_warned: bool,
+}
+
+impl CommandTracker {
+    pub(crate) fn create_pool(&mut self, pool: u64, family: u32) {
+        self.pools.insert(pool, family);
+    }
+
+    /// Forgets a destroyed pool and its command buffers; returns those.
+    pub(crate) fn destroy_pool(&mut self, pool: u64) -> Vec<u64> {
+        self.pools.remove(&pool);
+        let gone = self.pool_buffers(pool);
+        for cb in &gone {
+            self.buffers.remove(cb);
+        }
+        gone
+    }
+
+    /// The command buffers of `pool` (for a pool reset).
+    pub(crate) fn pool_buffers(&self, pool: u64) -> Vec<u64> {
+        self.buffers
+            .iter()
+            .filter(|(_, s)| s.pool == pool)
+            .map(|(&cb, _)| cb)
+            .collect()
+    }
+
+    pub(crate) fn allocate(&mut self, pool: u64, primary: bool, buffers: &[u64]) {
+        for &cb in buffers {
+            self.buffers.insert(
+                cb,
+                CommandBufferState {
+                    pool,
+                    primary,
+                    pass: PassState::Outside,
+                    hang_pending: false,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn free(&mut self, buffers: &[u64]) {
+        for cb in buffers {
+            self.buffers.remove(cb);
+        }
+    }
+
+    /// `vkBeginCommandBuffer` / a reset: recording starts outside any render pass, except for a
+    /// secondary command buffer that continues one.
+    pub(crate) fn begin(&mut self, cb: u64, continues_pass: bool) {
+        if let Some(s) = self.buffers.get_mut(&cb) {
+            s.hang_pending = false;
+            s.pass = if continues_pass && !s.primary {
+                PassState::Inside { suspending: false }
+            } else {
+                PassState::Outside
+            };
+        }
+    }
+
+    pub(crate) fn begin_pass(&mut self, cb: u64, suspending: bool) {
+        if let Some(s) = self.buffers.get_mut(&cb) {
+            s.pass = PassState::Inside { suspending };
+        }
+    }
+
+    /// A render pass instance ended; true when recording is now outside any instance.
+    pub(crate) fn end_pass(&mut self, cb: u64) -> bool {
+        let Some(s) = self.buffers.get_mut(&cb) else {
+            return false;
+        };
+        s.pass = match s.pass {
+            PassState::Inside { suspending: true } => PassState::Suspended,
+            _ => PassState::Outside,
+        };
+        s.pass == PassState::Outside
+    }
+
+    /// The queue family of a known primary command buffer recording outside any render pass: where
+    /// the layer may insert its own synchronization commands.
+    pub(crate) fn insertable(&self, cb: u64) -> Option<u32> {
+        let s = self.buffers.get(&cb)?;
+        if !s.primary || s.pass != PassState::Outside {
+            return None;
+        }
+        self.pools.get(&s.pool).copied()
+    }
+
+    /// The queue family of a known primary command buffer, wherever its recording stands.
+    pub(crate) fn primary_family(&self, cb: u64) -> Option<u32> {
+        let s = self.buffers.get(&cb).filter(|s| s.primary)?;
+        self.pools.get(&s.pool).copied()
+    }
+
+    pub(crate) fn defer_hang(&mut self, cb: u64) {
+        if let Some(s) = self.buffers.get_mut(&cb) {
+            s.hang_pending = true;
+        }
+    }
+
+    /// Takes the deferred hang of `cb` once recording is outside any render pass instance.
+    pub(crate) fn take_hang_pending(&mut self, cb: u64) -> bool {
+        match self.buffers.get_mut(&cb) {
+            Some(s) if s.hang_pending && s.pass == PassState::Outside => {
+                s.hang_pending = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True when a known command buffer is inside (or between the parts of) a render pass instance.
+    pub(crate) fn in_pass(&self, cb: u64) -> bool {
+        self.buffers
+            .get(&cb)
+            .is_some_and(|s| s.pass != PassState::Outside)
+    }
+}
+
+/// The layer's `vkCmdWriteBufferMarkerAMD`.
+///
+/// The emulation is only valid outside render pass instances (`vkCmdFillBuffer` is a transfer
+/// command), and `dstBuffer` needs `VK_BUFFER_USAGE_TRANSFER_DST_BIT`.
+pub(crate) unsafe extern "system" fn cmd_write_buffer_marker_amd(
+    command_buffer: vk::CommandBuffer,
+    pipeline_stage: vk::PipelineStageFlags,
+    dst_buffer: vk::Buffer,
+    dst_offset: vk::DeviceSize,
+    marker: u32,
+) {
+    guard("vkCmdWriteBufferMarkerAMD", (), || {
+        let Some(dev) = dev_of(command_buffer) else {
+            return;
+        };
+        if !dev.extensions.provided.buffer_marker {
+            // The driver has the extension itself (reached through vkGetInstanceProcAddr).
+            if let Some(native) = dev.fns.cmd_write_buffer_marker_amd {
+                // SAFETY: forwarded unchanged to the driver's own implementation.
+                unsafe {
+                    native(
+                        command_buffer,
+                        pipeline_stage,
+                        dst_buffer,
+                        dst_offset,
+                        marker,
+                    )
+                };
+            }
+            return;
+        }
+        let (Some(barrier), Some(fill)) = (dev.fns.cmd_pipeline_barrier, dev.fns.cmd_fill_buffer)
+        else {
+            return;
+        };
+        {
+            let mut st = dev.lock();
+            if st.commands.in_pass(command_buffer.as_raw()) {
+                // vkCmdFillBuffer is invalid there; recording it could crash the driver.
+                if !std::mem::replace(&mut st.commands.marker_in_pass_warned, true) {
+                    log_line(
+                        "vkCmdWriteBufferMarkerAMD inside a render pass instance: the emulation \
+                         (vkCmdFillBuffer) cannot write there; such markers are skipped",
+                    );
+                }
+                return;
+            }
+        }
+        // BOTTOM_OF_PIPE as a first scope waits for nothing's writes; "everything before" is what a
+        // marker at the bottom of the pipe means.
+        let src_stage = if pipeline_stage.is_empty()
+            || pipeline_stage == vk::PipelineStageFlags::BOTTOM_OF_PIPE
+        {
+            vk::PipelineStageFlags::ALL_COMMANDS
+        } else {
+            pipeline_stage
+        };
+        let before = vk::MemoryBarrier {
+            src_access_mask: vk::AccessFlags::MEMORY_WRITE,
+            dst_access_mask: vk::AccessFlags::TRANSFER_WRITE,
+            ..Default::default()
+        };
+        let after = vk::MemoryBarrier {
+            src_access_mask: vk::AccessFlags::TRANSFER_WRITE,
+            dst_access_mask: vk::AccessFlags::HOST_READ,
+            ..Default::default()
+        };
+        // SAFETY: `command_buffer` is in the recording state outside a render pass (the extension's
+        // contract as the layer documents it); the barriers are locals that outlive the calls;
+        // `dst_buffer`/`dst_offset` are the application's, valid for a 4-byte write per the
+        // extension's rules (offset a multiple of 4, inside the buffer).
+        unsafe {
+            barrier(
+                command_buffer,
+                src_stage,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                1,
+                &before,
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            );
+            fill(command_buffer, dst_buffer, dst_offset, 4, marker);
+            barrier(
+                command_buffer,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                1,
+                &after,
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            );
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tracking hooks. Each calls down unchanged and updates the tracker; without `tracks_commands` (a
+// device whose entry points came through vkGetInstanceProcAddr) it only calls down.
+
+pub(crate) unsafe extern "system" fn create_command_pool(
+    device: vk::Device,
+    p_info: *const vk::CommandPoolCreateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_pool: *mut vk::CommandPool,
+) -> vk::Result {
+    guard(
+        "vkCreateCommandPool",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(device) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.create_command_pool else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(device, p_info, p_allocator, p_pool) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                // SAFETY: success: valid info and output handle.
+                let (pool, family) = unsafe { ((*p_pool).as_raw(), (*p_info).queue_family_index) };
+                dev.lock().commands.create_pool(pool, family);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn destroy_command_pool(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    guard("vkDestroyCommandPool", (), || {
+        let Some(dev) = dev_of(device) else { return };
+        if dev.tracks_commands {
+            let gone = dev.lock().commands.destroy_pool(pool.as_raw());
+            forget_buffers(&dev, &gone);
+        }
+        if let Some(next) = dev.fns.destroy_command_pool {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(device, pool, p_allocator) };
+        }
+    })
+}
+
+pub(crate) unsafe extern "system" fn reset_command_pool(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    flags: vk::CommandPoolResetFlags,
+) -> vk::Result {
+    guard(
+        "vkResetCommandPool",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(device) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.reset_command_pool else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(device, pool, flags) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                let reset = {
+                    let mut st = dev.lock();
+                    let reset = st.commands.pool_buffers(pool.as_raw());
+                    for &cb in &reset {
+                        st.commands.begin(cb, false);
+                    }
+                    reset
+                };
+                forget_buffers(&dev, &reset);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn allocate_command_buffers(
+    device: vk::Device,
+    p_info: *const vk::CommandBufferAllocateInfo<'_>,
+    p_buffers: *mut vk::CommandBuffer,
+) -> vk::Result {
+    guard(
+        "vkAllocateCommandBuffers",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(device) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.allocate_command_buffers else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(device, p_info, p_buffers) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                // SAFETY: success: valid info; `p_buffers` holds `commandBufferCount` handles.
+                let (pool, primary, buffers) = unsafe {
+                    let info = &*p_info;
+                    let buffers: Vec<u64> =
+                        std::slice::from_raw_parts(p_buffers, info.command_buffer_count as usize)
+                            .iter()
+                            .map(|b| b.as_raw())
+                            .collect();
+                    (
+                        info.command_pool.as_raw(),
+                        info.level == vk::CommandBufferLevel::PRIMARY,
+                        buffers,
+                    )
+                };
+                dev.lock().commands.allocate(pool, primary, &buffers);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn free_command_buffers(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    count: u32,
+    p_buffers: *const vk::CommandBuffer,
+) {
+    guard("vkFreeCommandBuffers", (), || {
+        let Some(dev) = dev_of(device) else { return };
+        if dev.tracks_commands && !p_buffers.is_null() {
+            // SAFETY: `p_buffers` holds `count` handles (null ones are ignored by the tracker).
+            let buffers: Vec<u64> =
+                unsafe { std::slice::from_raw_parts(p_buffers, count as usize) }
+                    .iter()
+                    .map(|b| b.as_raw())
+                    .collect();
+            dev.lock().commands.free(&buffers);
+            forget_buffers(&dev, &buffers);
+        }
+        if let Some(next) = dev.fns.free_command_buffers {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(device, pool, count, p_buffers) };
+        }
+    })
+}
+
+pub(crate) unsafe extern "system" fn begin_command_buffer(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::CommandBufferBeginInfo<'_>,
+) -> vk::Result {
+    guard(
+        "vkBeginCommandBuffer",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(cb) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.begin_command_buffer else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(cb, p_info) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                // SAFETY: a valid begin info per the spec.
+                let flags = unsafe { p_info.as_ref() }
+                    .map(|i| i.flags)
+                    .unwrap_or_default();
+                let continues = flags.contains(vk::CommandBufferUsageFlags::RENDER_PASS_CONTINUE);
+                dev.lock().commands.begin(cb.as_raw(), continues);
+                forget_buffers(&dev, &[cb.as_raw()]);
+            }
+            r
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Result {
+    guard(
+        "vkEndCommandBuffer",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(cb) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.end_command_buffer else {
+                return NO_DEVICE;
+            };
+            if dev.tracks_commands {
+                if let Some(event) = claim_stall(&dev, cb.as_raw()) {
+                    record_wait(&dev, cb, event);
+                }
+            }
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb) }
+        },
+    )
+}
+
+pub(crate) unsafe extern "system" fn reset_command_buffer(
+    cb: vk::CommandBuffer,
+    flags: vk::CommandBufferResetFlags,
+) -> vk::Result {
+    guard(
+        "vkResetCommandBuffer",
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        || {
+            let Some(dev) = dev_of(cb) else {
+                return NO_DEVICE;
+            };
+            let Some(next) = dev.fns.reset_command_buffer else {
+                return NO_DEVICE;
+            };
+            // SAFETY: forwarded unchanged.
+            let r = unsafe { next(cb, flags) };
+            if r == vk::Result::SUCCESS && dev.tracks_commands {
+                dev.lock().commands.begin(cb.as_raw(), false);
+                forget_buffers(&dev, &[cb.as_raw()]);
+            }
+            r
+        },
+    )
+}
+
+/// Command buffers whose recorded content is gone (freed, reset, re-begun): a drill wait recorded
+/// into one of them and never submitted will not run, so the next insertion point gets it.
+fn forget_buffers(dev: &DeviceData, buffers: &[u64]) {
+    let mut st = dev.lock();
+    if let WaitInjection::Recorded(cb) = st.fault.wait {
+        if buffers.contains(&cb) {
+            st.fault.wait = WaitInjection::Armed;
+            log_line(&format!(
+                "command buffer 0x{cb:x} holding the injected wait was reset or freed before it was \
+                 submitted; the wait goes into the next one"
+            ));
+        }
+    }
+}
+
+/// Whether a family can run `vkCmdWaitEvents` (graphics or compute; not transfer-only).
+fn family_can_wait(dev: &DeviceData, family: u32) -> bool {
+    dev.queue_families
+        .get(family as usize)
+        .is_some_and(|f| f.intersects(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE))
+}
+
+/// `stall`: the first primary command buffer ended after the threshold gets the wait. Returns the
+/// event to wait on and marks the wait recorded in `cb`.
+fn claim_stall(dev: &DeviceData, cb: u64) -> Option<vk::Event> {
+    let config = &dev.instance.config;
+    if !matches!(config.scenario, Some(Scenario::Stall(_))) || dev.fns.cmd_wait_events.is_none() {
+        return None;
+    }
+    let mut st = dev.lock();
+    if st.fault.wait != WaitInjection::Armed || fault::submissions(&st) < config.after {
+        return None;
+    }
+    // A primary ends outside any render pass; the check also skips secondaries and unknown buffers.
+    let family = st.commands.insertable(cb)?;
+    if !family_can_wait(dev, family) {
+        return None;
+    }
+    let event = (*dev.event_slot())?;
+    st.fault.wait = WaitInjection::Recorded(cb);
+    Some(event)
+}
+
+/// Records `vkCmdWaitEvents` on the drill event (set from the host: srcStageMask HOST) that holds
+/// every later command of the submission (dstStageMask ALL_COMMANDS).
+fn record_wait(dev: &DeviceData, cb: vk::CommandBuffer, event: vk::Event) {
+    let Some(wait) = dev.fns.cmd_wait_events else {
+        return;
+    };
+    // SAFETY: `cb` is recording, outside any render pass, in a family that supports the command
+    // (checked by the caller); `event` is the layer's live event of this device.
+    unsafe {
+        wait(
+            cb,
+            1,
+            &event,
+            vk::PipelineStageFlags::HOST,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+        )
+    };
+}
+
+fn pass_begun(cb: vk::CommandBuffer, suspending: bool) {
+    if let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) {
+        dev.lock().commands.begin_pass(cb.as_raw(), suspending);
+    }
+}
+
+fn pass_ended(cb: vk::CommandBuffer) {
+    let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) else {
+        return;
+    };
+    let event = {
+        let mut st = dev.lock();
+        st.commands.end_pass(cb.as_raw());
+        if !st.commands.take_hang_pending(cb.as_raw()) || st.fault.wait != WaitInjection::Armed {
+            return;
+        }
+        let Some(event) = *dev.event_slot() else {
+            return;
+        };
+        st.fault.wait = WaitInjection::Recorded(cb.as_raw());
+        event
+    };
+    record_wait(&dev, cb, event);
+    if let Some(Scenario::HangInPass(label)) = &dev.instance.config.scenario {
+        log_hang(label, cb, true);
+    }
+}
+
+fn log_hang(label: &str, cb: vk::CommandBuffer, deferred: bool) {
+    let place = if deferred {
+        " (the label began inside a render pass instance: the wait follows the end of that \
+         instance, the first valid point after the label)"
+    } else {
+        ""
+    };
+    log_line(&format!(
+        "injected hang in pass \"{label}\": command buffer 0x{:x} waits on an event that is never \
+         set{place}",
+        cb.as_raw()
+    ));
+}
+
+/// What `hang-in-pass` does at a matching label.
+enum HangClaim {
+    /// Record the wait now, on this event.
+    Now(vk::Event),
+    /// Inside a render pass instance: recorded when the instance ends.
+    Deferred,
+}
+
+/// `hang-in-pass`: the first matching label begun after the threshold in a primary command buffer of
+/// a graphics/compute family gets the wait (marked recorded here when it goes in at once).
+fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
+    let config = &dev.instance.config;
+    let Some(Scenario::HangInPass(want)) = &config.scenario else {
+        return None;
+    };
+    if name != want.as_bytes() || dev.fns.cmd_wait_events.is_none() {
+        return None;
+    }
+    let mut st = dev.lock();
+    if st.fault.wait != WaitInjection::Armed || fault::submissions(&st) < config.after {
+        return None;
+    }
+    let family = st.commands.primary_family(cb)?;
+    if !family_can_wait(dev, family) {
+        return None;
+    }
+    if st.commands.insertable(cb).is_none() {
+        st.commands.defer_hang(cb);
+        return Some(HangClaim::Deferred);
+    }
+    let event = (*dev.event_slot())?;
+    st.fault.wait = WaitInjection::Recorded(cb);
+    Some(HangClaim::Now(event))
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_debug_utils_label(
+    cb: vk::CommandBuffer,
+    p_label: *const vk::DebugUtilsLabelEXT<'_>,
+) {
+    guard("vkCmdBeginDebugUtilsLabelEXT", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_begin_debug_utils_label {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb, p_label) };
+        }
+        if !dev.tracks_commands {
+            return;
+        }
+        // SAFETY: a valid label info whose name is a C string (null tolerated).
+        let Some(name) = (unsafe { p_label.as_ref() })
+            .and_then(|l| unsafe { crate::dispatch::c_str(l.p_label_name) })
+        else {
+            return;
+        };
+        if let Some(HangClaim::Now(event)) = claim_hang(&dev, cb.as_raw(), name.to_bytes()) {
+            // Right after the label began: the GPU stops inside the labelled region.
+            record_wait(&dev, cb, event);
+            log_hang(&name.to_string_lossy(), cb, false);
+        }
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    contents: vk::SubpassContents,
+) {
+    guard("vkCmdBeginRenderPass", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_begin_render_pass {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb, p_begin, contents) };
+        }
+        pass_begun(cb, false);
+    })
+}
+
+unsafe fn begin_render_pass2_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdBeginRenderPass2>,
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb, p_begin, p_subpass) };
+    }
+    pass_begun(cb, false);
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass2(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRenderPass2", (), || unsafe {
+        begin_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_begin_render_pass2
+                    .or(d.fns.cmd_begin_render_pass2_khr)
+            },
+            cb,
+            p_begin,
+            p_subpass,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass2_khr(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRenderPass2KHR", (), || unsafe {
+        begin_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_begin_render_pass2_khr
+                    .or(d.fns.cmd_begin_render_pass2)
+            },
+            cb,
+            p_begin,
+            p_subpass,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_render_pass(cb: vk::CommandBuffer) {
+    guard("vkCmdEndRenderPass", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_end_render_pass {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb) };
+        }
+        pass_ended(cb);
+    })
+}
+
+unsafe fn end_render_pass2_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdEndRenderPass2>,
+    cb: vk::CommandBuffer,
+    p_end: *const vk::SubpassEndInfo<'_>,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb, p_end) };
+    }
+    pass_ended(cb);
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_render_pass2(
+    cb: vk::CommandBuffer,
+    p_end: *const vk::SubpassEndInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdEndRenderPass2", (), || unsafe {
+        end_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_end_render_pass2
+                    .or(d.fns.cmd_end_render_pass2_khr)
+            },
+            cb,
+            p_end,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_render_pass2_khr(
+    cb: vk::CommandBuffer,
+    p_end: *const vk::SubpassEndInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdEndRenderPass2KHR", (), || unsafe {
+        end_render_pass2_with(
+            |d| {
+                d.fns
+                    .cmd_end_render_pass2_khr
+                    .or(d.fns.cmd_end_render_pass2)
+            },
+            cb,
+            p_end,
+        )
+    })
+}
+
+unsafe fn begin_rendering_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdBeginRendering>,
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb, p_info) };
+    }
+    // SAFETY: a valid rendering info per the spec.
+    let flags = unsafe { p_info.as_ref() }
+        .map(|i| i.flags)
+        .unwrap_or_default();
+    pass_begun(cb, flags.contains(vk::RenderingFlags::SUSPENDING));
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_rendering(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRendering", (), || unsafe {
+        begin_rendering_with(
+            |d| d.fns.cmd_begin_rendering.or(d.fns.cmd_begin_rendering_khr),
+            cb,
+            p_info,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_begin_rendering_khr(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    // SAFETY: forwarded from the application.
+    guard("vkCmdBeginRenderingKHR", (), || unsafe {
+        begin_rendering_with(
+            |d| d.fns.cmd_begin_rendering_khr.or(d.fns.cmd_begin_rendering),
+            cb,
+            p_info,
+        )
+    })
+}
+
+fn end_rendering_with(
+    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdEndRendering>,
+    cb: vk::CommandBuffer,
+) {
+    let Some(dev) = dev_of(cb) else { return };
+    if let Some(next) = which(&dev) {
+        // SAFETY: forwarded unchanged.
+        unsafe { next(cb) };
+    }
+    pass_ended(cb);
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_rendering(cb: vk::CommandBuffer) {
+    guard("vkCmdEndRendering", (), || {
+        end_rendering_with(
+            |d| d.fns.cmd_end_rendering.or(d.fns.cmd_end_rendering_khr),
+            cb,
+        )
+    })
+}
+
+pub(crate) unsafe extern "system" fn cmd_end_rendering_khr(cb: vk::CommandBuffer) {
+    guard("vkCmdEndRenderingKHR", (), || {
+        end_rendering_with(
+            |d| d.fns.cmd_end_rendering_khr.or(d.fns.cmd_end_rendering),
+            cb,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_pass_state_follows_levels_and_instances() {
+        let mut t = CommandTracker::default();
+        t.create_pool(1, 3);
+        t.allocate(1, true, &[10]);
+        t.allocate(1, false, &[11]);
+        t.begin(10, false);
+        assert!(!t.in_pass(10));
+        t.begin_pass(10, false);
+        assert!(t.in_pass(10));
+        assert!(t.end_pass(10));
+        assert!(!t.in_pass(10));
+        // A suspended dynamic rendering instance counts as inside until it ends for good.
+        t.begin_pass(10, true);
+        assert!(!t.end_pass(10));
+        assert!(t.in_pass(10));
+        t.begin_pass(10, false);
+        assert!(t.end_pass(10));
+        // A secondary that continues a render pass is inside it; a primary never "continues".
+        t.begin(11, true);
+        assert!(t.in_pass(11));
+        t.begin(10, true);
+        assert!(!t.in_pass(10));
+        // Insertion points: primaries outside any render pass, with their pool's family.
+        assert_eq!(t.insertable(10), Some(3));
+        t.begin_pass(10, false);
+        assert_eq!(t.insertable(10), None);
+        assert_eq!(t.insertable(11), None);
+        // Unknown command buffers are never "inside" and never insertion points.
+        assert!(!t.in_pass(99));
+        assert_eq!(t.insertable(99), None);
+        assert_eq!(t.destroy_pool(1).len(), 2);
+        assert!(t.pool_buffers(1).is_empty());
+    }
+}
