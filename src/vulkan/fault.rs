@@ -17,6 +17,9 @@ use crate::resolve::FaultAddress;
 const MAX_QUERY_ATTEMPTS: usize = 8;
 /// Largest vendor binary or abort message accepted (a corrupt size must not exhaust memory).
 const MAX_BLOB: u64 = 64 << 20;
+/// Most address infos, vendor infos or KHR fault reports kept from one query: a crash path allocates
+/// only what is bounded, whatever count a broken driver returns.
+const MAX_FAULT_ENTRIES: u32 = 1024;
 
 /// What the driver told us about a fault.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -91,6 +94,20 @@ pub unsafe fn query_ext(
             ));
             counts.vendor_binary_size = 0;
         }
+        // A driver's counts are not trusted with memory: keep at most MAX_FAULT_ENTRIES of each.
+        let capped = counts.address_info_count > MAX_FAULT_ENTRIES
+            || counts.vendor_info_count > MAX_FAULT_ENTRIES;
+        for (what, count) in [
+            ("address infos", &mut counts.address_info_count),
+            ("vendor infos", &mut counts.vendor_info_count),
+        ] {
+            if *count > MAX_FAULT_ENTRIES {
+                info.notes.push(format!(
+                    "the driver reported {count} {what}; the first {MAX_FAULT_ENTRIES} are kept"
+                ));
+                *count = MAX_FAULT_ENTRIES;
+            }
+        }
         let mut addresses =
             vec![vk::DeviceFaultAddressInfoEXT::default(); counts.address_info_count as usize];
         let mut vendors =
@@ -116,10 +133,10 @@ pub unsafe fn query_ext(
         };
         // SAFETY: second call: the arrays have the sizes given in `counts`.
         let result = unsafe { get(device.handle(), &mut counts, &mut fault) };
-        if result == vk::Result::INCOMPLETE {
+        if result == vk::Result::INCOMPLETE && !capped {
             continue; // the fault data grew between the calls: ask again
         }
-        if result != vk::Result::SUCCESS {
+        if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
             info.notes
                 .push(format!("vkGetDeviceFaultInfoEXT returned {result:?}"));
             return info;
@@ -187,6 +204,17 @@ pub unsafe fn query_khr(
         }
         if count == 0 {
             break;
+        }
+        let room = MAX_FAULT_ENTRIES.saturating_sub(reports.len() as u32);
+        if count > room {
+            info.notes.push(format!(
+                "the driver reported more than {MAX_FAULT_ENTRIES} fault reports; the first \
+                 {MAX_FAULT_ENTRIES} are kept"
+            ));
+            count = room;
+            if count == 0 {
+                break;
+            }
         }
         let mut batch = vec![DeviceFaultInfoKHR::default(); count as usize];
         // SAFETY: `batch` has room for `count` reports.
