@@ -45,6 +45,15 @@ pub struct GpuCrashCapabilities {
     pub device_fault_vendor_binary: bool,
     /// `VK_KHR_shader_abort` with `shaderAbort` enabled.
     pub shader_abort_khr: bool,
+    /// `VK_AMD_buffer_marker` enabled: breadcrumbs around each render stage.
+    #[serde(default)]
+    pub buffer_marker: bool,
+    /// The GPU writes its progress into memory the watchdog reads: hang detection is on.
+    #[serde(default)]
+    pub gpu_progress: bool,
+    /// How GPU breadcrumbs are written; `None` when there are none.
+    #[serde(default)]
+    pub breadcrumbs: Option<crate::vulkan::markers::BreadcrumbWriter>,
     /// Why a capability is off, one short line each (e.g. "VK_EXT_device_fault: not offered by the driver").
     pub missing: Vec<String>,
 }
@@ -60,7 +69,7 @@ impl GpuCrashCapabilities {
         let on_off = |b: bool| if b { "on" } else { "off" };
         format!(
             "GPU crash reporter: {} ({} {:#06x}:{:#06x}, driver {} {}, Vulkan {}); binding report {}, \
-             device fault EXT {}, KHR {}, vendor binary {}, shader abort {}, messenger {}",
+             device fault EXT {}, KHR {}, vendor binary {}, shader abort {}, messenger {}, buffer marker {}",
             self.gpu_name,
             self.vendor_name,
             self.vendor_id,
@@ -78,6 +87,7 @@ impl GpuCrashCapabilities {
             on_off(self.device_fault_vendor_binary),
             on_off(self.shader_abort_khr),
             on_off(self.binding_messenger),
+            on_off(self.buffer_marker),
         )
     }
 }

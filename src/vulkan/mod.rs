@@ -7,6 +7,7 @@
 mod capabilities;
 pub mod fault;
 mod features;
+pub(crate) mod markers;
 mod messenger;
 
 use std::ffi::CStr;
@@ -41,6 +42,8 @@ pub struct ExtensionRequest {
     pub address_binding_report: bool,
     /// Ask for `VK_EXT_device_fault` / `VK_KHR_device_fault` (+ `VK_KHR_shader_abort`).
     pub device_fault: bool,
+    /// Ask for `VK_AMD_buffer_marker` (GPU breadcrumbs per render stage).
+    pub buffer_marker: bool,
 }
 
 impl Default for ExtensionRequest {
@@ -48,6 +51,7 @@ impl Default for ExtensionRequest {
         Self {
             address_binding_report: true,
             device_fault: true,
+            buffer_marker: true,
         }
     }
 }
@@ -184,6 +188,15 @@ impl VulkanSetup {
                 needs_properties2,
             ),
         };
+        // No feature bit: offered means usable.
+        let buffer_marker = offer(
+            self.request.buffer_marker,
+            vk::AMD_BUFFER_MARKER_NAME,
+            None,
+        );
+        if buffer_marker && !args.extensions.contains(&vk::AMD_BUFFER_MARKER_NAME) {
+            args.extensions.push(vk::AMD_BUFFER_MARKER_NAME);
+        }
         // SAFETY: Vulkan 1.1 checked above for every offered extension (none are offered otherwise).
         let supported = unsafe { FeatureChain::query(instance, physical_device, offered) };
         let mut enable = |on: bool, name: &'static CStr, feature: &str| {
@@ -285,6 +298,7 @@ impl VulkanSetup {
             device_fault_vendor_binary: enabled.device_fault_ext_vendor_binary
                 || enabled.device_fault_khr_vendor_binary,
             shader_abort_khr: enabled.shader_abort,
+            buffer_marker,
             missing,
             ..driver_identity(instance, physical_device, properties.api_version)
         };
@@ -294,6 +308,28 @@ impl VulkanSetup {
         outcome.capabilities = Some(capabilities);
         outcome.messenger = messenger;
         outcome.feature_chain = Some(chain);
+    }
+}
+
+/// Allocates the device's GPU progress markers (see [`markers`]).
+pub(crate) fn create_marker_buffer(
+    device: &bevy::render::renderer::RenderDevice,
+    amd_buffer_marker: bool,
+) -> Result<markers::MarkerBuffer, markers::MarkerError> {
+    // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
+    let hal = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
+        .ok_or(markers::MarkerError::NotVulkan)?;
+    let instance = hal.shared_instance().raw_instance();
+    // SAFETY: the device is wgpu's live device of that instance and physical device; the extension
+    // flag says what the device callback enabled; the RenderDevice clone keeps the device alive.
+    unsafe {
+        markers::MarkerBuffer::create(
+            instance,
+            hal.raw_physical_device(),
+            hal.raw_device(),
+            amd_buffer_marker,
+            Box::new(device.clone()),
+        )
     }
 }
 
