@@ -16,7 +16,7 @@ use crate::index::{object_type_name, IndexStats, IndexedEvent};
 use crate::vulkan::GpuCrashCapabilities;
 
 /// Bumped on any incompatible change of [`CrashReport`].
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What happened to the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,6 +306,96 @@ pub struct CrashReport {
     /// The last frames: when their GPU work was submitted and whether it completed.
     #[serde(default)]
     pub frames: Vec<FrameTiming>,
+    /// The render stage the GPU was executing when it stopped, e.g. `Core3d MainPass of camera
+    /// "main"` (from GPU breadcrumbs); null when no breadcrumb was in flight or none were recorded.
+    #[serde(default)]
+    pub gpu_stage: Option<String>,
+    /// GPU breadcrumbs of the frames still in flight, oldest frame first, as the GPU left them.
+    #[serde(default)]
+    pub breadcrumbs: Vec<FrameBreadcrumbs>,
+    /// Binding events after the fault (after the faulting frame's work was submitted, or wgpu's
+    /// teardown after the loss): kept for reading, never used to resolve the fault.
+    #[serde(default)]
+    pub events_after_fault: Vec<BindingEventEntry>,
+    /// Which device of this run it was: 1 for the first, one more after each renderer recovery.
+    #[serde(default = "first_generation")]
+    pub device_generation: u32,
+    /// Device losses and hangs in this run so far, this one included.
+    #[serde(default)]
+    pub crashes_this_run: u32,
+    /// Milliseconds since the previous crash of this run, if there was one.
+    #[serde(default)]
+    pub ms_since_previous_crash: Option<u64>,
+    /// Crashes with the same fingerprint that were counted instead of uploaded (crash-loop limit).
+    #[serde(default)]
+    pub suppressed_duplicates: u32,
+}
+
+fn first_generation() -> u32 {
+    1
+}
+
+/// How far the GPU got with one breadcrumb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreadcrumbState {
+    /// Its end marker was written: all its work finished.
+    Completed,
+    /// Its begin marker was written, its end marker not: the GPU was inside it.
+    Started,
+    /// Neither marker was written.
+    NotStarted,
+}
+
+impl BreadcrumbState {
+    /// The snake_case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Started => "started",
+            Self::NotStarted => "not_started",
+        }
+    }
+}
+
+/// One labelled region of a frame's GPU work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuBreadcrumb {
+    /// What ran, e.g. `Core3d MainPass`, or a game's own label.
+    pub label: String,
+    /// The camera it ran for (its `Name`, else its entity), if any.
+    pub camera: Option<String>,
+    /// How far the GPU got.
+    pub state: BreadcrumbState,
+}
+
+impl GpuBreadcrumb {
+    /// `Core3d MainPass of camera "main"`.
+    pub fn describe(&self) -> String {
+        match &self.camera {
+            Some(camera) => format!("{} of camera {camera:?}", self.label),
+            None => self.label.clone(),
+        }
+    }
+}
+
+/// The breadcrumbs of one frame still in flight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameBreadcrumbs {
+    /// Frame number (the reporter's count of rendered frames).
+    pub frame: u64,
+    /// In recording order.
+    pub breadcrumbs: Vec<GpuBreadcrumb>,
+}
+
+impl FrameBreadcrumbs {
+    /// The innermost breadcrumb the GPU was inside: the last one started and not finished.
+    pub fn in_flight(&self) -> Option<&GpuBreadcrumb> {
+        self.breadcrumbs
+            .iter()
+            .rev()
+            .find(|b| b.state == BreadcrumbState::Started)
+    }
 }
 
 /// What the watchdog saw when it declared a hang.
@@ -338,13 +428,10 @@ pub struct FrameTiming {
 }
 
 impl CrashReport {
-    /// The report's file name: `gpu-crash-<time>-<id>.json`.
+    /// The report's file name: `gpu-crash-<time>-<id>.json`, with the whole id, so two reports of
+    /// the same millisecond never share a name.
     pub fn file_name(&self) -> String {
-        format!(
-            "gpu-crash-{}-{}.json",
-            self.timestamp_ms,
-            &self.id[..8.min(self.id.len())]
-        )
+        format!("gpu-crash-{}-{}.json", self.timestamp_ms, self.id)
     }
 }
 
@@ -490,6 +577,13 @@ mod tests {
             notes: vec![],
             hang: None,
             frames: vec![],
+            gpu_stage: None,
+            breadcrumbs: vec![],
+            events_after_fault: vec![],
+            device_generation: 1,
+            crashes_this_run: 1,
+            ms_since_previous_crash: None,
+            suppressed_duplicates: 0,
         }
     }
 

@@ -50,6 +50,9 @@ pub fn h200() -> GpuCrashCapabilities {
         device_fault_khr: false,
         device_fault_vendor_binary: false,
         shader_abort_khr: false,
+        buffer_marker: true,
+        gpu_progress: true,
+        breadcrumbs: Some(bevy_gpu_crash_reporter::BreadcrumbWriter::AmdBufferMarker),
         missing: vec!["VK_KHR_device_fault: not offered by the driver".into()],
     }
 }
@@ -185,6 +188,13 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
                 completed_after_ms: (frame < 15).then_some(3),
             })
             .collect(),
+        gpu_stage: None,
+        breadcrumbs: Vec::new(),
+        events_after_fault: Vec::new(),
+        device_generation: 1,
+        crashes_this_run: 1,
+        ms_since_previous_crash: None,
+        suppressed_duplicates: 0,
     }
 }
 
