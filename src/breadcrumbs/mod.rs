@@ -1,0 +1,151 @@
+//! GPU breadcrumbs: marker writes the GPU performs as it begins and finishes each render stage, so a
+//! hang or loss report says *where in the frame* the GPU stopped.
+//!
+//! Markers go into command buffers of our own, used only through wgpu's raw API (wgpu-core panics
+//! when one encoder mixes both) and queued between the stages' command buffers with
+//! `RenderContext::add_command_buffer`. They are written with `VK_AMD_buffer_marker` where the driver
+//! has it (AMD, RADV, NVIDIA); elsewhere only the frame's start and end are marked, with a core
+//! barrier and fill (finer points would serialise the GPU).
+
+#[cfg(feature = "core_pipeline")]
+mod core_pipeline;
+
+use std::sync::Arc;
+
+use bevy::ecs::system::SystemParam;
+use bevy::prelude::*;
+use wgpu::CommandBuffer;
+use bevy::render::renderer::{RenderContext, RenderDevice, RenderGraph, RenderGraphSystems};
+
+use crate::crash::DeviceSessions;
+use crate::vulkan::markers::{raw_command_buffer, BreadcrumbWriter, MarkerStage};
+
+/// Label of the breadcrumb around a whole frame's GPU work.
+pub(crate) const FRAME_LABEL: &str = "frame";
+
+/// Records breadcrumbs for the current render device (render world).
+#[derive(Resource, Clone)]
+pub struct BreadcrumbRecorder {
+    sessions: DeviceSessions,
+}
+
+impl BreadcrumbRecorder {
+    pub(crate) fn new(sessions: DeviceSessions) -> Self {
+        Self { sessions }
+    }
+
+    /// A command buffer that marks the start (`Begun`) or end (`Finished`) of `label`, or `None` when
+    /// the device records no breadcrumbs. `fine` breadcrumbs need pipelined markers.
+    pub(crate) fn command_buffer(
+        &self,
+        device: &RenderDevice,
+        label: &'static str,
+        camera: Option<Arc<str>>,
+        stage: MarkerStage,
+        fine: bool,
+    ) -> Option<CommandBuffer> {
+        let session = self.sessions.current()?;
+        if session.is_lost() {
+            return None;
+        }
+        let timeline = session.timeline.as_ref()?;
+        let markers = timeline.markers();
+        if fine && markers.writer() != BreadcrumbWriter::AmdBufferMarker {
+            return None;
+        }
+        let (frame, word) = match stage {
+            MarkerStage::Begun => timeline.open_breadcrumb(label, camera)?,
+            MarkerStage::Finished => timeline.close_breadcrumb(label)?,
+        };
+        raw_command_buffer(device.wgpu_device(), |command_buffer| {
+            // SAFETY: a fresh recording command buffer of this device, outside any render pass;
+            // `word` comes from the timeline, in bounds of its marker buffer.
+            unsafe { markers.record_marker(command_buffer, stage, word, frame as u32) }
+        })
+    }
+}
+
+/// A game's own GPU breadcrumbs, for compute and render work the reporter cannot see: the report then
+/// says which of them the GPU was inside when it hung or faulted.
+///
+/// ```no_run
+/// # use bevy::prelude::*;
+/// # use bevy::render::renderer::RenderContext;
+/// use bevy_gpu_crash_reporter::GpuBreadcrumbs;
+///
+/// // A render-graph system of the game (render world).
+/// fn simulate_particles(mut ctx: RenderContext, breadcrumbs: GpuBreadcrumbs) {
+///     breadcrumbs.begin(&mut ctx, "particle simulation");
+///     // ... record the compute pass into ctx.command_encoder() ...
+///     breadcrumbs.end(&mut ctx, "particle simulation");
+/// }
+/// ```
+///
+/// Needs `VK_AMD_buffer_marker` (AMD, RADV, NVIDIA); elsewhere the calls do nothing.
+#[derive(SystemParam)]
+pub struct GpuBreadcrumbs<'w> {
+    recorder: Option<Res<'w, BreadcrumbRecorder>>,
+}
+
+impl GpuBreadcrumbs<'_> {
+    /// Marks the start of `label` in `ctx`'s command stream (after what was recorded so far).
+    pub fn begin(&self, ctx: &mut RenderContext, label: &'static str) {
+        if let Some(buffer) = self.begin_command_buffer(ctx.render_device(), label) {
+            ctx.add_command_buffer(buffer);
+        }
+    }
+
+    /// Marks the end of `label` (the innermost open breadcrumb with that label).
+    pub fn end(&self, ctx: &mut RenderContext, label: &'static str) {
+        if let Some(buffer) = self.end_command_buffer(ctx.render_device(), label) {
+            ctx.add_command_buffer(buffer);
+        }
+    }
+
+    /// For work submitted outside the render graph: a command buffer to submit right before it.
+    pub fn begin_command_buffer(
+        &self,
+        device: &RenderDevice,
+        label: &'static str,
+    ) -> Option<CommandBuffer> {
+        self.recorder.as_ref()?.command_buffer(device, label, None, MarkerStage::Begun, true)
+    }
+
+    /// For work submitted outside the render graph: a command buffer to submit right after it.
+    pub fn end_command_buffer(
+        &self,
+        device: &RenderDevice,
+        label: &'static str,
+    ) -> Option<CommandBuffer> {
+        self.recorder
+            .as_ref()?
+            .command_buffer(device, label, None, MarkerStage::Finished, true)
+    }
+}
+
+/// Adds the breadcrumb systems to the render app: the frame's start (when a render-graph submitter
+/// exists) and, with Bevy's core pipeline, each stage of each camera.
+pub(crate) fn install(render_app: &mut SubApp, sessions: DeviceSessions) {
+    render_app.insert_resource(BreadcrumbRecorder::new(sessions));
+    // Command buffers queued in the render graph are submitted by bevy_core_pipeline's camera
+    // driver; without it nothing would submit ours.
+    #[cfg(feature = "core_pipeline")]
+    if core_pipeline::present(render_app) {
+        render_app.add_systems(
+            RenderGraph,
+            mark_frame_start.in_set(RenderGraphSystems::Begin),
+        );
+        core_pipeline::install(render_app);
+    }
+}
+
+/// Opens the frame's breadcrumb before any of its GPU work.
+#[cfg_attr(not(feature = "core_pipeline"), allow(dead_code))]
+fn mark_frame_start(mut ctx: RenderContext, recorder: Res<BreadcrumbRecorder>) {
+    let device = ctx.render_device().clone();
+    if let Some(buffer) =
+        recorder.command_buffer(&device, FRAME_LABEL, None, MarkerStage::Begun, false)
+    {
+        ctx.add_command_buffer(buffer);
+    }
+}
