@@ -31,11 +31,14 @@
 //!
 //! [`GpuCrashCapabilities`] says what the driver gave; [`GpuCrashReporter`] gives access to the index.
 
+mod breadcrumbs;
 pub mod capture;
+mod crash;
 pub mod deliver;
 pub mod index;
 mod plugin;
 pub mod postmortem;
+mod progress;
 pub mod report;
 pub mod resolve;
 pub mod vulkan;
@@ -44,9 +47,15 @@ use std::sync::{Arc, MutexGuard};
 
 use bevy::prelude::Resource;
 
+pub use breadcrumbs::{BreadcrumbRecorder, GpuBreadcrumbs};
+pub use crash::CrashLoopLimit;
 pub use plugin::{BindingMessengerGuard, GpuCrashReporterPlugin, GpuCrashReports};
 pub use postmortem::OnHang;
+pub use vulkan::markers::BreadcrumbWriter;
 pub use vulkan::GpuCrashCapabilities;
+
+/// The Bevy version this crate is built against (checked against Cargo.lock by a test).
+pub const BEVY_VERSION: &str = "0.19.1";
 
 use index::{AddressIndex, IndexerHandle};
 
@@ -78,5 +87,15 @@ impl GpuCrashReporter {
     /// Why the plugin could not hook the render device (e.g. added after `RenderPlugin`), if so.
     pub fn setup_error(&self) -> Option<&str> {
         self.setup_error.as_deref()
+    }
+
+    /// Ring position so far: binding events from here on are later than now.
+    pub(crate) fn ring_position(&self) -> u64 {
+        self.indexer.ring().claimed()
+    }
+
+    /// The main world's frame counter, as stamped on binding events.
+    pub(crate) fn current_frame(&self) -> u64 {
+        self.indexer.ring().current_frame()
     }
 }

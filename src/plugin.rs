@@ -1,19 +1,24 @@
 //! Bevy wiring only: settings in, callbacks registered, resources out, one system per frame.
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use bevy::ecs::change_detection::Tick;
 use bevy::prelude::*;
 use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
 use bevy::render::renderer::raw_vulkan_init::RawVulkanInitSettings;
-use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bevy::render::renderer::{render_system, RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems};
 
+use crate::crash::{CrashHandling, CrashLoopLimit, DeviceSessions, Watchdog};
 use crate::deliver::{DeliverySettings, Outbox};
-use crate::index::{allocator_names, IndexSettings, IndexerHandle};
-use crate::postmortem::{self, CrashContext, GpuProgress, OnHang, Watchdog};
-use crate::report::{ApplicationInfo, CrashKind};
+use crate::index::{IndexSettings, IndexerHandle};
+use crate::postmortem::{self, OnHang};
+use crate::progress::GpuTimeline;
+use crate::report::ApplicationInfo;
+use crate::vulkan::markers::{raw_command_buffer, MarkerStage, COMPLETED_WORD};
 use crate::vulkan::{BindingMessenger, ExtensionRequest, GpuCrashCapabilities, VulkanSetup};
 use crate::GpuCrashReporter;
 
@@ -56,6 +61,12 @@ pub struct GpuCrashReporterPlugin {
     pub hang_timeout: Duration,
     /// What to do once a hang report is on disk. Default: [`OnHang::KeepWaiting`].
     pub on_hang: OnHang,
+    /// Enable `VK_AMD_buffer_marker` where offered and mark the start and end of each render stage,
+    /// so a report says which stage the GPU was in. Default: `true`.
+    pub gpu_breadcrumbs: bool,
+    /// A crash loop (a renderer that recovers and crashes again) uploads at most this many reports
+    /// of one kind per window; the rest are counted in the next upload. Default: 3 per 10 minutes.
+    pub crash_loop_limit: CrashLoopLimit,
     /// Application name for reports and the default report directory; `None`: the executable's name.
     pub application_name: Option<String>,
     /// Application version for reports and the Sentry release (`name@version`). Default: empty.
@@ -79,6 +90,8 @@ impl Default for GpuCrashReporterPlugin {
             report_dir: None,
             hang_timeout: Duration::from_secs(5),
             on_hang: OnHang::KeepWaiting,
+            gpu_breadcrumbs: true,
+            crash_loop_limit: CrashLoopLimit::default(),
             application_name: None,
             application_version: String::new(),
             delivery: DeliverySettings::default(),
@@ -98,26 +111,16 @@ impl GpuCrashReports {
     pub fn written(&self) -> Vec<PathBuf> {
         self.paths.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    pub(crate) fn push(&self, path: PathBuf) {
+        self.paths
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path);
+    }
 }
 
-/// Postmortem state shared by the error handler, the render world and the watchdog.
-#[derive(Resource, Clone)]
-struct Postmortem {
-    progress: Arc<GpuProgress>,
-    report_dir: PathBuf,
-    application: ApplicationInfo,
-    hang_timeout: Duration,
-    on_hang: OnHang,
-    reports: GpuCrashReports,
-    /// Where reports go after they are on disk.
-    outbox: Outbox,
-    /// Ring position just before the latest frame's submit: a device loss found by that submit is
-    /// followed by wgpu's teardown, which the report must not mistake for frees.
-    pre_submit_position: Arc<std::sync::atomic::AtomicU64>,
-}
-
-/// Owns the hang watchdog in the main world: dropping the app stops the thread and releases its
-/// render-device clone, so the device and instance are destroyed in order.
+/// Owns the hang watchdog in the main world: dropping the app stops the thread.
 #[derive(Resource)]
 struct WatchdogGuard(#[allow(dead_code)] Watchdog);
 
@@ -126,6 +129,14 @@ struct WatchdogGuard(#[allow(dead_code)] Watchdog);
 struct PreviousRenderErrorHandler(
     for<'a> fn(&'a RenderError, &'a mut World, &'a mut World) -> RenderErrorPolicy,
 );
+
+/// Marks our installation of `RenderErrorHandler`: the change tick of our insert. A handler whose
+/// last change is another tick was put there by the app (never compare function pointers: one
+/// function can have several addresses, and two can share one).
+#[derive(Resource)]
+struct OurRenderErrorHook {
+    installed_at: Tick,
+}
 
 /// The shared Vulkan setup, kept in the main world so `finish` and the render world can reach it.
 #[derive(Resource, Clone)]
@@ -175,6 +186,7 @@ impl Plugin for GpuCrashReporterPlugin {
                 ExtensionRequest {
                     address_binding_report: self.capture_address_bindings,
                     device_fault: self.device_fault,
+                    buffer_marker: self.gpu_breadcrumbs,
                 },
             );
             setup.install(
@@ -194,7 +206,7 @@ impl Plugin for GpuCrashReporterPlugin {
             name: application_name.clone(),
             version: self.application_version.clone(),
             engine_name: "Bevy".into(),
-            engine_version: "0.19.1".into(),
+            engine_version: crate::BEVY_VERSION.into(),
             executable: std::env::current_exe()
                 .ok()
                 .map(|p| p.display().to_string()),
@@ -214,25 +226,29 @@ impl Plugin for GpuCrashReporterPlugin {
                 warn!("GPU crash reporter: could not start the upload thread: {err}");
             }
         }
+        let sessions = DeviceSessions::default();
+        let crash = CrashHandling::new(
+            reporter.clone(),
+            sessions.clone(),
+            report_dir,
+            application,
+            self.hang_timeout,
+            self.on_hang,
+            self.crash_loop_limit,
+            reports.clone(),
+            outbox,
+        );
         app.insert_resource(reporter)
-            .insert_resource(reports.clone())
-            .insert_resource(Postmortem {
-                progress: Arc::default(),
-                report_dir,
-                outbox,
-                application,
-                hang_timeout: self.hang_timeout,
-                on_hang: self.on_hang,
-                reports,
-                pre_submit_position: Arc::default(),
-            })
+            .insert_resource(reports)
+            .insert_resource(sessions)
+            .insert_resource(crash)
             .add_systems(
                 First,
                 (
                     advance_capture_frame,
-                    // Exclusive, so only when the app swaps the handler after we installed ours.
                     keep_error_hook.run_if(resource_exists_and_changed::<RenderErrorHandler>),
-                    start_watchdog,
+                    follow_device_session,
+                    start_watchdog.run_if(not(resource_exists::<WatchdogGuard>)),
                 ),
             );
     }
@@ -241,10 +257,7 @@ impl Plugin for GpuCrashReporterPlugin {
         let Some(setup) = app.world().get_resource::<VulkanSetupHandle>().cloned() else {
             return;
         };
-        let capabilities = {
-            let outcome = setup.0.outcome();
-            outcome.capabilities.clone()
-        };
+        let capabilities = setup.0.outcome().capabilities.clone();
         let capabilities = match capabilities {
             Some(capabilities) => {
                 info!("{}", capabilities.summary());
@@ -263,34 +276,38 @@ impl Plugin for GpuCrashReporterPlugin {
         };
         app.insert_resource(capabilities.clone());
         let reporter = app.world().resource::<GpuCrashReporter>().clone();
-        let postmortem = app.world().resource::<Postmortem>().clone();
+        let crash = app.world().resource::<CrashHandling>().clone();
+        let sessions = app.world().resource::<DeviceSessions>().clone();
         hook_render_errors(app.world_mut());
         if let Some(render_app) = app.get_sub_app_mut(RenderApp) {
             render_app
                 .insert_resource(capabilities)
                 .insert_resource(reporter)
                 .insert_resource(setup)
-                .insert_resource(postmortem)
-                .add_systems(RenderStartup, adopt_binding_messenger)
+                .insert_resource(crash)
+                .insert_resource(sessions.clone())
+                .add_systems(RenderStartup, start_device_session)
                 .add_systems(
                     Render,
                     (
-                        mark_pre_submit
+                        begin_gpu_frame
                             .in_set(RenderSystems::Render)
-                            .before(bevy::render::renderer::render_system),
-                        track_gpu_progress.in_set(RenderSystems::Cleanup),
+                            .before(render_system),
+                        submit_frame_end.in_set(RenderSystems::Cleanup),
                     ),
                 );
+            crate::breadcrumbs::install(render_app, sessions);
         }
     }
 }
 
-/// Runs whenever the render world gets a (new) render device: moves the messenger the device
-/// callback registered into a guard that lives exactly as long as that device.
-fn adopt_binding_messenger(
+/// Runs whenever the render world gets a (new) render device: adopts the messenger the device
+/// callback registered, makes the device's marker memory and starts its session.
+fn start_device_session(
     mut commands: Commands,
     setup: Res<VulkanSetupHandle>,
     device: Res<RenderDevice>,
+    crash: Res<CrashHandling>,
 ) {
     let mut outcome = setup.0.outcome();
     if let Some(messenger) = outcome.messenger.take() {
@@ -299,9 +316,36 @@ fn adopt_binding_messenger(
             _device: device.clone(),
         });
     }
-    if let Some(capabilities) = outcome.capabilities.clone() {
-        commands.insert_resource(capabilities);
+    let Some(mut capabilities) = outcome.capabilities.clone() else {
+        return; // not Vulkan: nothing to watch
+    };
+    drop(outcome);
+    let timeline = match crate::vulkan::create_marker_buffer(&device, capabilities.buffer_marker) {
+        Ok(markers) => {
+            capabilities.gpu_progress = true;
+            capabilities.breadcrumbs = Some(markers.writer());
+            Some(GpuTimeline::new(Arc::new(markers)))
+        }
+        Err(err) => {
+            let line = format!("GPU progress markers: {err}; the hang watchdog stays off");
+            warn!("GPU crash reporter: {line}");
+            capabilities.missing.push(line);
+            None
+        }
+    };
+    let session = crash.sessions.start(
+        device.clone(),
+        capabilities.clone(),
+        timeline,
+        crash.reporter.ring_position(),
+    );
+    if session.generation > 1 {
+        info!(
+            "GPU crash reporter: watching render device {} (after renderer recovery)",
+            session.generation
+        );
     }
+    commands.insert_resource(capabilities);
 }
 
 fn advance_capture_frame(reporter: Res<GpuCrashReporter>, mut frame: Local<u64>) {
@@ -309,270 +353,138 @@ fn advance_capture_frame(reporter: Res<GpuCrashReporter>, mut frame: Local<u64>)
     reporter.indexer.frame_tick(*frame);
 }
 
+/// Main world: keeps `GpuCrashCapabilities` in step with the live device.
+fn follow_device_session(
+    mut commands: Commands,
+    sessions: Res<DeviceSessions>,
+    mut seen: Local<u32>,
+) {
+    if let Some(session) = sessions.current() {
+        if session.generation != *seen {
+            *seen = session.generation;
+            commands.insert_resource(session.capabilities.clone());
+        }
+    }
+}
+
 /// Puts our handler in front of whatever `RenderErrorHandler` the app has (also one it inserts later).
 fn hook_render_errors(world: &mut World) {
-    let ours = on_render_error
-        as for<'a> fn(&'a RenderError, &'a mut World, &'a mut World) -> RenderErrorPolicy;
-    let current = world
+    let ours_is_current = match (
+        world.get_resource::<OurRenderErrorHook>(),
+        world.get_resource_ref::<RenderErrorHandler>(),
+    ) {
+        (Some(hook), Some(current)) => current.last_changed() == hook.installed_at,
+        _ => false,
+    };
+    if ours_is_current {
+        return;
+    }
+    let previous = world
         .get_resource::<RenderErrorHandler>()
         .map(|h| h.0)
         .unwrap_or(RenderErrorHandler::default().0);
-    if current as usize != ours as usize {
-        world.insert_resource(PreviousRenderErrorHandler(current));
-        world.insert_resource(RenderErrorHandler(ours));
-    }
+    world.insert_resource(PreviousRenderErrorHandler(previous));
+    world.insert_resource(RenderErrorHandler(on_render_error));
+    let installed_at = world
+        .get_resource_ref::<RenderErrorHandler>()
+        .map(|h| h.last_changed())
+        .unwrap_or_default();
+    world.insert_resource(OurRenderErrorHook { installed_at });
 }
 
 fn keep_error_hook(world: &mut World) {
     hook_render_errors(world);
 }
 
+thread_local! {
+    /// Set while our handler runs on this thread: a handler chain that leads back to us (whatever
+    /// went wrong in the bookkeeping) reports once and never recurses.
+    static IN_OUR_HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
 fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) -> RenderErrorPolicy {
+    let reentered = IN_OUR_HANDLER.with(|flag| flag.replace(true));
+    if reentered {
+        return RenderErrorHandler::default().0(error, main, render);
+    }
     if error.ty == ErrorType::DeviceLost {
-        report_device_lost(error, main);
+        if let Some(crash) = main.get_resource::<CrashHandling>().cloned() {
+            crash.device_lost(&error.description);
+        }
     }
     let previous = main
         .get_resource::<PreviousRenderErrorHandler>()
         .map(|p| p.0)
         .unwrap_or(RenderErrorHandler::default().0);
-    previous(error, main, render)
+    let policy = previous(error, main, render);
+    IN_OUR_HANDLER.with(|flag| flag.set(false));
+    policy
 }
 
-fn report_device_lost(error: &RenderError, main: &mut World) {
-    let (Some(reporter), Some(postmortem), Some(device)) = (
-        main.get_resource::<GpuCrashReporter>().cloned(),
-        main.get_resource::<Postmortem>().cloned(),
-        main.get_resource::<RenderDevice>().cloned(),
-    ) else {
+/// Render world, right before the frame's first submit: starts the frame in the device's ledger.
+fn begin_gpu_frame(crash: Res<CrashHandling>) {
+    if let Some(session) = crash.sessions.current() {
+        if let Some(timeline) = &session.timeline {
+            timeline.begin_frame(crash.reporter.ring_position());
+        }
+    }
+}
+
+/// Render world, after the frame's submits: submits a command buffer of our own that writes the
+/// frame number once every earlier command on the queue has finished. Our own submission, so that
+/// it is always submitted exactly when counted, whatever else the frame did or did not submit.
+fn submit_frame_end(device: Res<RenderDevice>, queue: Res<RenderQueue>, crash: Res<CrashHandling>) {
+    let Some(session) = crash.sessions.current() else {
         return;
     };
-    if postmortem
-        .progress
-        .loss_reported
-        .swap(true, std::sync::atomic::Ordering::AcqRel)
-    {
-        return; // an earlier loss already reported this crash (a hang report does not count:
-                // the loss comes with the driver's fault info)
-    }
-    let capabilities = main
-        .get_resource::<GpuCrashCapabilities>()
-        .cloned()
-        .unwrap_or_default();
-    let mut raw = query_fault_bounded(&device, &capabilities, Duration::ZERO, true);
-    if raw.description.is_none() && !error.description.is_empty() {
-        raw.notes.push(format!("wgpu: {}", error.description));
-    }
-    let as_of = postmortem
-        .pre_submit_position
-        .load(std::sync::atomic::Ordering::Acquire);
-    write_crash_report(
-        CrashKind::DeviceLost,
-        raw,
-        &reporter,
-        &postmortem,
-        &capabilities,
-        &device,
-        None,
-        Some(as_of),
-    );
-}
-
-/// Longest wait for wgpu or the driver while building a report (their locks may be held by a render
-/// thread stuck on the GPU).
-const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// [`crate::vulkan::query_device_fault`] on its own thread, for at most [`QUERY_TIMEOUT`] plus the
-/// KHR wait.
-fn query_fault_bounded(
-    device: &RenderDevice,
-    capabilities: &GpuCrashCapabilities,
-    khr_timeout: Duration,
-    device_lost: bool,
-) -> crate::vulkan::fault::RawFaultInfo {
-    let (device, caps) = (device.clone(), capabilities.clone());
-    postmortem::with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
-        crate::vulkan::query_device_fault(device.wgpu_device(), &caps, khr_timeout, device_lost)
-    })
-    .unwrap_or_else(|| crate::vulkan::fault::RawFaultInfo {
-        notes: vec![format!(
-            "the fault query did not return within {} s (driver or wgpu blocked)",
-            (QUERY_TIMEOUT + khr_timeout).as_secs()
-        )],
-        ..Default::default()
-    })
-}
-
-/// Builds, writes and announces a report; returns its path when it reached the disk.
-#[allow(clippy::too_many_arguments)]
-fn write_crash_report(
-    kind: CrashKind,
-    raw: crate::vulkan::fault::RawFaultInfo,
-    reporter: &GpuCrashReporter,
-    postmortem: &Postmortem,
-    capabilities: &GpuCrashCapabilities,
-    device: &RenderDevice,
-    stall: Option<(u64, std::time::Instant, u64)>,
-    as_of: Option<u64>,
-) -> Option<PathBuf> {
-    let watchdog_timeout = raw.watchdog_timeout;
-    let allocator_device = device.clone();
-    let allocator_blocks = postmortem::with_timeout(QUERY_TIMEOUT, move || {
-        allocator_device
-            .wgpu_device()
-            .generate_allocator_report()
-            .map(|r| allocator_names::blocks_of(&r))
-    })
-    .flatten();
-    let ctx = CrashContext {
-        capabilities,
-        application: &postmortem.application,
-        frame: reporter.indexer.ring().current_frame(),
-        binding_events_dropped: reporter.binding_events_dropped(),
-        allocator_blocks,
-        progress: Some(&postmortem.progress),
-        as_of,
+    let Some(timeline) = &session.timeline else {
+        return;
     };
-    let mut index = reporter.index();
-    let (mut report, vendor_binary) = postmortem::build_report(kind, raw, &mut index, &ctx);
-    if let Some(stall) = stall {
-        postmortem::add_hang_info(
-            &mut report,
-            &index,
-            stall,
-            postmortem.hang_timeout,
-            watchdog_timeout,
-        );
-    }
-    drop(index);
-    let path = postmortem::persist_and_announce(
-        &postmortem.report_dir,
-        &mut report,
-        vendor_binary.as_deref(),
-    );
-    if let Some(path) = &path {
-        postmortem
-            .reports
-            .paths
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(path.clone());
-    }
-    deliver(&postmortem.outbox, &report, vendor_binary.as_deref());
-    path
-}
-
-/// Queues the report for Sentry and uploads it within `upload_timeout`; what does not go out stays
-/// in the outbox for the next launch. Called only once the report is on disk.
-fn deliver(outbox: &Outbox, report: &crate::report::CrashReport, vendor_binary: Option<&[u8]>) {
-    if outbox.dsn().is_none() {
-        match outbox.dsn_error() {
-            Some(err) => error!("GPU crash report not uploaded: bad Sentry DSN: {err}"),
-            None => {
-                info!("GPU crash report not uploaded: no Sentry DSN configured (set SENTRY_DSN)")
-            }
-        }
+    let Some(frame) = timeline.current_frame() else {
+        return;
+    };
+    if session.is_lost() || frame <= timeline.last_submitted() {
         return;
     }
-    match outbox.enqueue(report, vendor_binary) {
-        Ok(_) => {
-            let summary = outbox.flush_at_crash();
-            if summary.sent > 0 {
-                info!("GPU crash report uploaded ({} envelope(s))", summary.sent);
-                eprintln!("GPU crash report uploaded to Sentry (event {})", report.id);
-            } else {
-                warn!(
-                    "GPU crash report not uploaded yet ({}); it stays in {} for the next launch",
-                    summary
-                        .last_error
-                        .as_deref()
-                        .or(summary.stopped.as_deref())
-                        .unwrap_or("no attempt"),
-                    outbox.dir().display()
-                );
+    let frame_end = timeline.close_breadcrumb(crate::breadcrumbs::FRAME_LABEL);
+    let markers = timeline.markers();
+    let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
+        // SAFETY: a fresh recording command buffer of this device, outside any render pass; the
+        // words come from the timeline's layout.
+        unsafe {
+            if let Some((_, word)) = frame_end {
+                markers.record_marker(command_buffer, MarkerStage::Finished, word, frame as u32);
             }
+            markers.record_after_all_work(command_buffer, COMPLETED_WORD, frame as u32);
         }
-        Err(err) => error!(
-            "GPU crash report could not be queued for upload in {}: {err}",
-            outbox.dir().display()
-        ),
-    }
+    });
+    let Some(buffer) = buffer else {
+        return;
+    };
+    let position = crash.reporter.ring_position();
+    queue.submit([buffer]);
+    timeline.frame_submitted(frame, position, Instant::now());
 }
 
-/// Render world: right before the frame's submit, remember how far the ring got.
-fn mark_pre_submit(reporter: Res<GpuCrashReporter>, postmortem: Res<Postmortem>) {
-    postmortem.pre_submit_position.store(
-        reporter.indexer.ring().claimed(),
-        std::sync::atomic::Ordering::Release,
-    );
-}
-
-/// Render world: after each frame's submit, ask wgpu to tell us when that frame's GPU work is done.
-fn track_gpu_progress(queue: Res<RenderQueue>, postmortem: Res<Postmortem>, mut frame: Local<u64>) {
-    *frame += 1;
-    let current = *frame;
-    postmortem.progress.submitted(current);
-    let progress = postmortem.progress.clone();
-    queue.on_submitted_work_done(move || progress.completed(current));
-}
-
-/// Starts the hang watchdog once the render device exists in the main world.
+/// Starts the hang watchdog once (it follows whichever device is current).
 fn start_watchdog(
     mut commands: Commands,
-    started: Option<Res<WatchdogGuard>>,
-    postmortem: Res<Postmortem>,
-    reporter: Res<GpuCrashReporter>,
-    device: Option<Res<RenderDevice>>,
-    capabilities: Option<Res<GpuCrashCapabilities>>,
+    crash: Res<CrashHandling>,
+    sessions: Res<DeviceSessions>,
     mut failed: Local<bool>,
 ) {
-    let Some(device) = device else { return };
-    if started.is_some() || *failed {
+    if *failed || sessions.current().is_none() {
         return;
     }
-    let (postmortem_state, reporter, device) =
-        ((*postmortem).clone(), reporter.clone(), device.clone());
-    let capabilities = capabilities.map(|c| c.clone()).unwrap_or_default();
     let tick =
-        (postmortem.hang_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
-    let check = move || {
-        // No wgpu call here: on a real fault the render thread is stuck inside wgpu, and polling
-        // would block behind it (H200 validation). Completions arrive with later submits.
-        let Some(stall) = postmortem_state
-            .progress
-            .is_hung(postmortem_state.hang_timeout)
-        else {
-            return false;
-        };
-        let progress = &postmortem_state.progress;
-        if progress
-            .loss_reported
-            .load(std::sync::atomic::Ordering::Acquire)
-            || progress
-                .hang_reported
-                .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            return true;
-        }
-        let raw = query_fault_bounded(&device, &capabilities, Duration::from_millis(100), false);
-        let path = write_crash_report(
-            CrashKind::GpuHang,
-            raw,
-            &reporter,
-            &postmortem_state,
-            &capabilities,
-            &device,
-            Some(stall),
-            None,
-        );
-        if let OnHang::Exit(code) = postmortem_state.on_hang {
-            if path.is_none() {
-                error!("GPU hang: exiting although the report could not be written");
-            }
-            postmortem::exit_now(code);
-        }
-        true
-    };
-    match Watchdog::spawn(tick, check) {
+        (crash.hang_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+    let handling = crash.clone();
+    match Watchdog::spawn(
+        tick,
+        crash.hang_timeout,
+        sessions.clone(),
+        move |session, stall| handling.hang(session, stall),
+    ) {
         Ok(watchdog) => commands.insert_resource(WatchdogGuard(watchdog)),
         Err(err) => {
             *failed = true;

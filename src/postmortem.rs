@@ -5,11 +5,10 @@
 //! so a watchdog thread watches submitted frames complete and declares a hang after `hang_timeout`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::index::{allocator_names, object_type_name, AddressIndex};
+use crate::progress::{FrameEntry, GpuTimeline, Stall};
 use crate::report::{
     write_report, ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FrameTiming,
     HangInfo, ObjectState, VendorBinaryInfo, SCHEMA_VERSION,
@@ -56,91 +55,6 @@ pub fn report_dir(setting: Option<&Path>, application: &str) -> PathBuf {
         .join("gpu-crash-reports")
 }
 
-/// GPU progress as the render world reports it: which frame was submitted when, which completed.
-#[derive(Default)]
-pub struct GpuProgress {
-    /// Frames submitted and not yet completed, oldest first (bounded by [`MAX_PENDING`]; the oldest
-    /// are kept, since the oldest stalled submit is what a hang is measured from).
-    pending: Mutex<std::collections::VecDeque<(u64, Instant)>>,
-    /// The last frames for the report's timeline.
-    timeline: Mutex<std::collections::VecDeque<(u64, Instant, Option<Instant>)>>,
-    /// Set once a hang report was written.
-    pub hang_reported: AtomicBool,
-    /// Set once a device-loss report was written.
-    pub loss_reported: AtomicBool,
-}
-
-/// Frames of history kept for the report's timeline.
-const TIMELINE_FRAMES: usize = 32;
-/// Pending frames tracked (wgpu itself blocks after 4,096 frames in flight on the H200).
-const MAX_PENDING: usize = 8_192;
-
-impl GpuProgress {
-    /// Records that `frame`'s GPU work was submitted now.
-    pub fn submitted(&self, frame: u64) {
-        let now = Instant::now();
-        {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            if pending.len() < MAX_PENDING {
-                pending.push_back((frame, now));
-            }
-        }
-        let mut timeline = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
-        if timeline.len() >= TIMELINE_FRAMES {
-            timeline.pop_front();
-        }
-        timeline.push_back((frame, now, None));
-    }
-
-    /// Records that `frame`'s GPU work completed (wgpu's `on_submitted_work_done`).
-    pub fn completed(&self, frame: u64) {
-        let now = Instant::now();
-        {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            while pending.front().is_some_and(|&(f, _)| f <= frame) {
-                pending.pop_front();
-            }
-        }
-        let mut timeline = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
-        for entry in timeline
-            .iter_mut()
-            .filter(|e| e.0 <= frame && e.2.is_none())
-        {
-            entry.2 = Some(now);
-        }
-    }
-
-    /// `(oldest pending frame, its submit time, pending count)` when work is outstanding.
-    pub fn stall(&self) -> Option<(u64, Instant, u64)> {
-        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let &(frame, at) = pending.front()?;
-        Some((frame, at, pending.len() as u64))
-    }
-
-    /// True when the oldest pending work counts as hung: older than `timeout`, and either a later
-    /// submit has come (whose maintenance would have completed it, were the GPU done) or it is far
-    /// older than `timeout` (the app stopped submitting altogether).
-    pub fn is_hung(&self, timeout: Duration) -> Option<(u64, Instant, u64)> {
-        let stall = self.stall()?;
-        let age = stall.1.elapsed();
-        (age >= timeout && (stall.2 >= 2 || age >= timeout * 3)).then_some(stall)
-    }
-
-    /// The timeline for a report.
-    pub fn frames(&self, now: Instant) -> Vec<FrameTiming> {
-        let timeline = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
-        timeline
-            .iter()
-            .map(|&(frame, at, done)| FrameTiming {
-                frame,
-                submitted_ms_before_report: now.saturating_duration_since(at).as_millis() as u64,
-                completed_after_ms: done
-                    .map(|d| d.saturating_duration_since(at).as_millis() as u64),
-            })
-            .collect()
-    }
-}
-
 /// Runs `work` on its own thread and waits at most `timeout`: at crash time wgpu's locks may be
 /// held by a render thread stuck on the GPU, and the report must not wait with it.
 pub fn with_timeout<T: Send + 'static>(
@@ -165,7 +79,16 @@ pub fn exit_now(code: i32) -> ! {
     unsafe {
         libc::_exit(code)
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    // SAFETY: `TerminateProcess` on our own process pseudo-handle ends it at once without running
+    // DLL detach or exit handlers (which would unload the driver under hung threads).
+    unsafe {
+        windows_sys::Win32::System::Threading::TerminateProcess(
+            windows_sys::Win32::System::Threading::GetCurrentProcess(),
+            code as u32,
+        );
+    }
+    #[allow(unreachable_code)]
     std::process::exit(code)
 }
 
@@ -181,10 +104,37 @@ pub struct CrashContext<'a> {
     pub binding_events_dropped: u64,
     /// wgpu's allocator report, for names of live resources.
     pub allocator_blocks: Option<Vec<allocator_names::AllocatorBlock>>,
-    /// GPU progress timeline.
-    pub progress: Option<&'a GpuProgress>,
-    /// Ring position of the device loss (see [`ResolveContext::as_of`]).
-    pub as_of: Option<u64>,
+    /// GPU progress of the device (frames, breadcrumbs); `None` where markers are unavailable.
+    pub(crate) timeline: Option<&'a GpuTimeline>,
+    /// Ring position of the fault (see [`fault_cut`]): later binding events are not used to resolve.
+    pub cut: Option<u64>,
+    /// Which device of this run (1 = the first).
+    pub device_generation: u32,
+}
+
+/// Ring position of a device loss: binding events from there on came after the fault and are not
+/// used to resolve it (binds and unbinds alike).
+///
+/// `faulting_frame` is the first frame the GPU did not finish (from its markers), if known. Every
+/// event after that frame's work was submitted came after the fault; so did wgpu's teardown after the
+/// loss (the trailing run of unbinds), whichever comes first. Without markers the frame being
+/// rendered when the loss was seen is used, as far as the teardown.
+pub(crate) fn fault_cut(
+    index: &AddressIndex,
+    faulting_frame: Option<&FrameEntry>,
+    claimed_now: u64,
+) -> u64 {
+    let teardown = index.trailing_unbind_run_start();
+    let Some(frame) = faulting_frame else {
+        return teardown.unwrap_or(claimed_now);
+    };
+    // The teardown cannot start before the faulting frame began.
+    let teardown = teardown.map(|t| t.max(frame.ring_before));
+    [frame.ring_after, teardown]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(claimed_now)
 }
 
 /// Builds the report: learns names, resolves every fault address, parses the vendor binary.
@@ -204,25 +154,27 @@ pub fn build_report(
             "wgpu allocator report unavailable: live objects named only by binding events".into(),
         );
     }
-    // The loss is at or after the last pre-submit mark, and wgpu's teardown is the trailing run of
-    // unbinds: the later of the two is the closest cut we can observe.
-    let as_of = ctx
-        .as_of
-        .map(|mark| mark.max(index.trailing_unbind_run_start().unwrap_or(mark)));
+    let as_of = ctx.cut;
     let resolve_ctx = ResolveContext {
         index,
         now,
         frame: ctx.frame,
         as_of,
     };
-    let teardown = as_of
-        .map(|cut| index.recent_events().filter(|e| e.sequence >= cut).count())
-        .unwrap_or(0);
-    if teardown > 0 {
+    let after: Vec<_> = as_of
+        .map(|cut| index.recent_events().filter(|e| e.sequence >= cut).collect())
+        .unwrap_or_default();
+    if !after.is_empty() {
         notes.push(format!(
-            "{teardown} binding events after the device loss (wgpu's teardown) were not taken as frees"
+            "{} binding events came after the fault (after the faulting frame's work was submitted, \
+             or wgpu's teardown after the loss); they are listed, not used to resolve",
+            after.len()
         ));
     }
+    let events_after_fault = after[..after.len().min(MAX_EVENTS_LISTED)]
+        .iter()
+        .map(|e| BindingEventEntry::from_indexed(e, now))
+        .collect();
     let faults: Vec<_> = raw
         .addresses
         .iter()
@@ -247,11 +199,22 @@ pub fn build_report(
             parse_error: parsed.err(),
         }
     });
+    let breadcrumbs = ctx
+        .timeline
+        .map(GpuTimeline::breadcrumbs_in_flight)
+        .unwrap_or_default();
+    let gpu_stage = breadcrumbs
+        .first()
+        .and_then(|f| f.in_flight().map(|b| (f.frame, b.describe())));
     let summary = match faults.first() {
         Some(f) => f.summary.clone(),
         None if kind == CrashKind::DeviceLost => format!(
-            "GPU device lost on {}{}",
+            "GPU device lost on {}{}{}",
             ctx.capabilities.gpu_name,
+            gpu_stage
+                .as_ref()
+                .map(|(frame, stage)| format!(" in frame {frame} during {stage}"))
+                .unwrap_or_default(),
             raw.description
                 .as_deref()
                 .map(|d| format!(": {d}"))
@@ -259,15 +222,13 @@ pub fn build_report(
         ),
         None => String::new(), // filled by the hang path
     };
-    let timestamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let wall = time::OffsetDateTime::now_utc();
     let report = CrashReport {
         schema_version: SCHEMA_VERSION,
-        id: new_report_id(timestamp),
+        id: new_report_id(),
         kind,
-        timestamp_ms: timestamp.as_millis() as u64,
-        time: rfc3339(timestamp),
+        timestamp_ms: (wall.unix_timestamp_nanos() / 1_000_000) as u64,
+        time: rfc3339(wall),
         summary,
         faults,
         gpu: ctx.capabilities.clone(),
@@ -278,11 +239,11 @@ pub fn build_report(
         binding_events_dropped: ctx.binding_events_dropped,
         index_stats: index.stats().clone(),
         recent_events: {
-            let before_loss: Vec<_> = index
+            let before: Vec<_> = index
                 .recent_events()
                 .filter(|e| as_of.is_none_or(|cut| e.sequence < cut))
                 .collect();
-            before_loss[before_loss.len().saturating_sub(64)..]
+            before[before.len().saturating_sub(MAX_EVENTS_LISTED)..]
                 .iter()
                 .map(|e| BindingEventEntry::from_indexed(e, now))
                 .collect()
@@ -294,30 +255,69 @@ pub fn build_report(
             .filter(|d| !d.is_empty()),
         notes,
         hang: None,
-        frames: ctx.progress.map(|p| p.frames(now)).unwrap_or_default(),
+        frames: ctx
+            .timeline
+            .map(|t| frame_timings(t, now))
+            .unwrap_or_default(),
+        gpu_stage: gpu_stage.map(|(_, stage)| stage),
+        breadcrumbs,
+        events_after_fault,
+        device_generation: ctx.device_generation,
+        crashes_this_run: 1,
+        ms_since_previous_crash: None,
+        suppressed_duplicates: 0,
     };
     (report, raw.vendor_binary)
 }
 
-/// Adds the hang section: resources unbound since the oldest pending work was submitted (a frame's
-/// grace before it), most recent first.
-pub fn add_hang_info(
+/// Binding events a report lists before and after the fault.
+const MAX_EVENTS_LISTED: usize = 64;
+/// Frames in a report's timeline.
+const TIMELINE_FRAMES: usize = 32;
+
+fn frame_timings(timeline: &GpuTimeline, now: Instant) -> Vec<FrameTiming> {
+    timeline
+        .recent_frames(TIMELINE_FRAMES)
+        .into_iter()
+        .filter_map(|f| {
+            let at = f.submitted_at?;
+            Some(FrameTiming {
+                frame: f.frame,
+                submitted_ms_before_report: now.saturating_duration_since(at).as_millis() as u64,
+                completed_after_ms: f
+                    .completed_seen_at
+                    .map(|d| d.saturating_duration_since(at).as_millis() as u64),
+            })
+        })
+        .collect()
+}
+
+/// Adds the hang section.
+///
+/// Suspects are only frees that wgpu's lifetime tracking cannot vouch for: wgpu destroys a resource
+/// only after every submission that used it completed, so a buffer suballocated from a block that is
+/// still bound and freed during the stall was not used by the stalled work, and cannot fault. What
+/// remains is memory that was unmapped while the frame was pending (freed outside wgpu, like a raw
+/// Vulkan allocation): a GPU access there faults.
+pub(crate) fn add_hang_info(
     report: &mut CrashReport,
     index: &AddressIndex,
-    oldest_pending: (u64, Instant, u64),
+    stall: Stall,
+    submitted_at: Option<Instant>,
     hang_timeout: Duration,
     driver_watchdog_timeout: bool,
 ) {
     let now = Instant::now();
-    let (frame, submitted_at, pending) = oldest_pending;
-    let since = submitted_at
+    let Stall {
+        frame,
+        since,
+        pending,
+    } = stall;
+    let submitted_at = submitted_at.unwrap_or(since);
+    let grace = submitted_at
         .checked_sub(Duration::from_millis(100))
         .unwrap_or(submitted_at);
     let memory = ash::vk::ObjectType::DEVICE_MEMORY.as_raw();
-    // Earliest after the submit first: a resource freed while the GPU still used it is freed right
-    // after the work that uses it was submitted (FACTS: descriptor use-after-free hangs the H200).
-    // A freed resource whose memory is unmapped too can really fault; one suballocated from a
-    // block that is still bound reads or writes mapped memory and cannot (H200 validation).
     let unmapped = |base: u64| {
         !index
             .live_overlapping(base, base)
@@ -326,9 +326,11 @@ pub fn add_hang_info(
     };
     let mut freed: Vec<_> = index
         .freed_bindings()
-        .filter(|(_, _, f)| f.freed_at >= since && f.key.object_type != memory)
+        .filter(|(base, _, f)| {
+            f.freed_at >= grace && f.key.object_type != memory && unmapped(*base)
+        })
         .collect();
-    freed.sort_by_key(|(base, _, f)| (!unmapped(*base), f.freed_sequence));
+    freed.sort_by_key(|(_, _, f)| f.freed_sequence);
     let mut seen_names = std::collections::HashSet::new();
     let mut suspects: Vec<Culprit> = freed
         .into_iter()
@@ -353,15 +355,10 @@ pub fn add_hang_info(
                 bytes_past_end: None,
                 reason: format!(
                     "unbound {} ms after frame {frame}'s GPU work was submitted, while it never \
-                     completed{}",
+                     completed; its memory is unmapped, so a GPU access there faults",
                     f.freed_at
                         .saturating_duration_since(submitted_at)
                         .as_millis(),
-                    if unmapped(base) {
-                        "; its memory is unmapped, so a GPU access faults"
-                    } else {
-                        "; its memory block is still bound"
-                    }
                 ),
                 opaque_capture_address: None,
                 capture_replay_note: Some(crate::resolve::CAPTURE_REPLAY_UNAVAILABLE.to_owned()),
@@ -369,18 +366,23 @@ pub fn add_hang_info(
         })
         .collect();
     suspects.dedup_by_key(|c| (c.handle, c.base));
-    let stalled = now.saturating_duration_since(submitted_at);
+    let stalled = now.saturating_duration_since(since);
+    let stage = report
+        .gpu_stage
+        .as_deref()
+        .map(|s| format!(" during {s}"))
+        .unwrap_or_default();
     report.summary = match suspects.first() {
         Some(s) => format!(
-            "GPU hang: frame {frame}'s work has not completed for {:.1} s; likely culprit {} \
-             (freed {} ms ago, while that work was pending) -> use_after_free suspected",
+            "GPU hang in frame {frame}{stage}: no progress for {:.1} s; likely culprit {} \
+             (its memory was freed {} ms ago, while that work was pending) -> use_after_free suspected",
             stalled.as_secs_f64(),
             s.label,
             s.freed_ms_ago.unwrap_or(0)
         ),
         None => format!(
-            "GPU hang: frame {frame}'s work has not completed for {:.1} s; no object was freed \
-             while it was pending",
+            "GPU hang in frame {frame}{stage}: no progress for {:.1} s; no suspect (no memory was \
+             unmapped while it was pending)",
             stalled.as_secs_f64()
         ),
     };
@@ -429,83 +431,15 @@ pub fn persist_and_announce(
     }
 }
 
-/// 32 hex digits, unique per process and time (no RNG dependency needed).
-fn new_report_id(timestamp: Duration) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut x = timestamp.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32) ^ n;
-    // splitmix64 for the second half so ids spread even when created in the same nanosecond.
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    format!("{:016x}{:016x}", timestamp.as_nanos() as u64, z)
+/// A random (v4) UUID as 32 hex digits: the report id and Sentry event id.
+fn new_report_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// RFC 3339 UTC from a Unix duration (civil-from-days, no time-zone database needed).
-fn rfc3339(t: Duration) -> String {
-    let secs = t.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        t.subsec_millis()
-    )
-}
-
-/// The watchdog: a thread that declares a hang when submitted work stops completing.
-pub struct Watchdog {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watchdog {
-    /// Starts the thread; `check` runs every tick and returns `true` once it has handled a hang.
-    pub fn spawn(
-        tick: Duration,
-        mut check: impl FnMut() -> bool + Send + 'static,
-    ) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("gpu-crash-watchdog".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Acquire) {
-                        std::thread::park_timeout(tick);
-                        if !stop.load(Ordering::Acquire) && check() {
-                            break;
-                        }
-                    }
-                })?
-        };
-        Ok(Self {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
-    }
+/// RFC 3339 UTC, e.g. `2026-12-02T12:00:00.123Z`.
+fn rfc3339(at: time::OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.unix_timestamp().to_string())
 }
 
 #[cfg(test)]
@@ -513,21 +447,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rfc3339_matches_known_dates() {
-        assert_eq!(rfc3339(Duration::from_secs(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            rfc3339(Duration::from_millis(1_796_212_800_123)),
-            "2026-12-02T12:00:00.123Z"
-        );
+    fn rfc3339_is_utc_with_a_z() {
+        let at = time::OffsetDateTime::from_unix_timestamp(1_796_212_800).unwrap();
+        assert_eq!(rfc3339(at), "2026-12-02T12:00:00Z");
     }
 
     #[test]
-    fn report_ids_are_32_hex_and_distinct() {
-        let t = Duration::from_secs(5);
-        let (a, b) = (new_report_id(t), new_report_id(t));
-        assert_eq!(a.len(), 32);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
+    fn a_thousand_reports_written_as_fast_as_possible_give_a_thousand_files() {
+        let dir = std::env::temp_dir().join(format!("gcr-ids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let capabilities = GpuCrashCapabilities::default();
+        let application = ApplicationInfo::default();
+        let mut index = AddressIndex::default();
+        let ctx = context(&capabilities, &application);
+        let mut ids = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let (mut report, _) =
+                build_report(CrashKind::GpuHang, RawFaultInfo::default(), &mut index, &ctx);
+            assert_eq!(report.id.len(), 32);
+            assert!(report.id.chars().all(|c| c.is_ascii_hexdigit()));
+            assert!(ids.insert(report.id.clone()));
+            write_report(&dir, &mut report, None).unwrap();
+        }
+        let files = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+            .count();
+        assert_eq!(files, 1000);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -550,8 +497,9 @@ mod tests {
             frame: 9,
             binding_events_dropped: 0,
             allocator_blocks: None,
-            progress: None,
-            as_of: None,
+            timeline: None,
+            cut: None,
+            device_generation: 1,
         }
     }
 
@@ -612,7 +560,7 @@ mod tests {
     }
 
     #[test]
-    fn hang_suspects_with_unmapped_memory_rank_first() {
+    fn hang_suspects_are_only_frees_whose_memory_is_unmapped() {
         // H200 real fault: the victim had its own memory, freed with it; churn buffers freed at the same
         // time live in blocks that stay bound and cannot fault.
         use crate::capture::{BindingKind, BindingRecord};
@@ -688,47 +636,25 @@ mod tests {
         add_hang_info(
             &mut report,
             &index,
-            (61, submitted, 3),
+            Stall {
+                frame: 61,
+                since: submitted,
+                pending: 3,
+            },
+            Some(submitted),
             Duration::from_secs(3),
             false,
         );
         let hang = report.hang.unwrap();
         let names: Vec<_> = hang.suspects.iter().map(|s| s.name.as_deref()).collect();
-        assert_eq!(names, [Some("victim"), Some("frame_uniforms_1")]);
+        // The buffer freed from a block that stays bound is vouched for by wgpu's lifetime
+        // tracking (and cannot fault): not a suspect.
+        assert_eq!(names, [Some("victim")]);
         assert!(hang.suspects[0].reason.contains("memory is unmapped"));
-        assert!(hang.suspects[1].reason.contains("still bound"));
         assert!(
             report.summary.contains("likely culprit buffer \"victim\""),
             "{}",
             report.summary
-        );
-    }
-
-    #[test]
-    fn progress_reports_the_oldest_pending_frame() {
-        let p = GpuProgress::default();
-        p.submitted(1);
-        p.submitted(2);
-        p.completed(1);
-        p.submitted(3);
-        let (frame, _, pending) = p.stall().unwrap();
-        assert_eq!((frame, pending), (2, 2));
-        // Long after the timeline forgot frame 2, the stall is still measured from it.
-        for f in 4..100 {
-            p.submitted(f);
-        }
-        assert_eq!(p.stall().unwrap().0, 2);
-        assert!(p.is_hung(Duration::ZERO).is_some());
-        p.completed(99);
-        assert!(p.stall().is_none());
-        assert!(p
-            .frames(Instant::now())
-            .iter()
-            .all(|f| f.completed_after_ms.is_some()));
-        p.submitted(100);
-        assert!(
-            p.is_hung(Duration::from_secs(60)).is_none(),
-            "a single pending frame younger than 3x the timeout is not a hang"
         );
     }
 }

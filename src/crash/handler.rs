@@ -1,0 +1,292 @@
+//! The crash path: from a device loss or a stall to a report on disk, then to the outbox.
+//!
+//! Everything here may run while the render thread is stuck inside wgpu: every wgpu or driver call is
+//! time-boxed on a helper thread, and GPU progress is read from marker memory, not asked of wgpu.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bevy::log::{error, info, warn};
+use bevy::prelude::Resource;
+use bevy::render::renderer::RenderDevice;
+
+use super::session::{DeviceSession, DeviceSessions};
+use crate::deliver::event::fingerprint;
+use crate::deliver::Outbox;
+use crate::index::allocator_names;
+use crate::postmortem::{self, CrashContext, OnHang};
+use crate::progress::Stall;
+use crate::report::{ApplicationInfo, CrashKind, CrashReport};
+use crate::vulkan::fault::RawFaultInfo;
+use crate::vulkan::GpuCrashCapabilities;
+use crate::{GpuCrashReporter, GpuCrashReports};
+
+/// Longest wait for wgpu or the driver while building a report (their locks may be held by a render
+/// thread stuck on the GPU).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashLoopLimit {
+    /// Uploads of the same fingerprint allowed in one window. Default: 3.
+    pub max_uploads: u32,
+    /// The window. Default: 10 minutes.
+    pub window: Duration,
+}
+
+impl Default for CrashLoopLimit {
+    fn default() -> Self {
+        Self {
+            max_uploads: 3,
+            window: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Crashes of this run, for "how many, how long since the last" and the crash-loop limit.
+#[derive(Default)]
+struct CrashLog {
+    count: u32,
+    last_at: Option<Instant>,
+    /// Per fingerprint: window start, uploads in it, crashes held back since the last upload.
+    uploads: Vec<(Vec<String>, Instant, u32, u32)>,
+}
+
+/// What the crash path needs, shared by the error handler (main world) and the watchdog thread.
+#[derive(Resource, Clone)]
+pub(crate) struct CrashHandling {
+    pub reporter: GpuCrashReporter,
+    pub sessions: DeviceSessions,
+    pub report_dir: PathBuf,
+    pub application: ApplicationInfo,
+    pub hang_timeout: Duration,
+    pub on_hang: OnHang,
+    pub crash_loop: CrashLoopLimit,
+    pub reports: GpuCrashReports,
+    pub outbox: Outbox,
+    log: Arc<Mutex<CrashLog>>,
+}
+
+impl CrashHandling {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        reporter: GpuCrashReporter,
+        sessions: DeviceSessions,
+        report_dir: PathBuf,
+        application: ApplicationInfo,
+        hang_timeout: Duration,
+        on_hang: OnHang,
+        crash_loop: CrashLoopLimit,
+        reports: GpuCrashReports,
+        outbox: Outbox,
+    ) -> Self {
+        Self {
+            reporter,
+            sessions,
+            report_dir,
+            application,
+            hang_timeout,
+            on_hang,
+            crash_loop,
+            reports,
+            outbox,
+            log: Arc::default(),
+        }
+    }
+
+    /// Bevy reported the device lost: one report per device.
+    pub(crate) fn device_lost(&self, wgpu_description: &str) {
+        let Some(session) = self.sessions.current() else {
+            return;
+        };
+        if !session.mark_lost() {
+            return; // this device's loss is already reported
+        }
+        let mut raw = query_fault_bounded(&session, Duration::ZERO, true);
+        if raw.description.is_none() && !wgpu_description.is_empty() {
+            raw.notes.push(format!("wgpu: {wgpu_description}"));
+        }
+        // The first frame the GPU did not finish is the one that faulted; binding events after its
+        // work was submitted (or after wgpu's teardown) are after the fault.
+        let cut = {
+            let index = self.reporter.index();
+            let faulting = session
+                .timeline
+                .as_ref()
+                .and_then(|t| t.frame(t.completed() + 1));
+            postmortem::fault_cut(&index, faulting.as_ref(), self.reporter.ring_position())
+        };
+        self.write(&session, CrashKind::DeviceLost, raw, Some(cut), None);
+    }
+
+    /// The watchdog saw a stall of `hang_timeout`: report it (once per stall), then apply `on_hang`.
+    pub(crate) fn hang(&self, session: &Arc<DeviceSession>, stall: Stall) {
+        let raw = query_fault_bounded(session, Duration::from_millis(100), false);
+        let path = self.write(session, CrashKind::GpuHang, raw, None, Some(stall));
+        if let OnHang::Exit(code) = self.on_hang {
+            if path.is_none() {
+                error!("GPU hang: exiting although the report could not be written");
+            }
+            postmortem::exit_now(code);
+        }
+    }
+
+    /// Builds, writes and hands over a report; returns its path when it reached the disk.
+    fn write(
+        &self,
+        session: &DeviceSession,
+        kind: CrashKind,
+        raw: RawFaultInfo,
+        cut: Option<u64>,
+        stall: Option<Stall>,
+    ) -> Option<PathBuf> {
+        let watchdog_timeout = raw.watchdog_timeout;
+        let allocator_device = session.device.clone();
+        let allocator_blocks = postmortem::with_timeout(QUERY_TIMEOUT, move || {
+            allocator_device
+                .wgpu_device()
+                .generate_allocator_report()
+                .map(|r| allocator_names::blocks_of(&r))
+        })
+        .flatten();
+        let ctx = CrashContext {
+            capabilities: &session.capabilities,
+            application: &self.application,
+            frame: self.reporter.current_frame(),
+            binding_events_dropped: self.reporter.binding_events_dropped(),
+            allocator_blocks,
+            timeline: session.timeline.as_ref(),
+            cut,
+            device_generation: session.generation,
+        };
+        let mut index = self.reporter.index();
+        let (mut report, vendor_binary) = postmortem::build_report(kind, raw, &mut index, &ctx);
+        if let Some(stall) = stall {
+            let submitted_at = session
+                .timeline
+                .as_ref()
+                .and_then(|t| t.frame(stall.frame))
+                .and_then(|f| f.submitted_at);
+            postmortem::add_hang_info(
+                &mut report,
+                &index,
+                stall,
+                submitted_at,
+                self.hang_timeout,
+                watchdog_timeout,
+            );
+        }
+        drop(index);
+        let upload = self.count_crash(&mut report);
+        let path =
+            postmortem::persist_and_announce(&self.report_dir, &mut report, vendor_binary.as_deref());
+        if let Some(path) = &path {
+            self.reports.push(path.clone());
+        }
+        if upload {
+            deliver(&self.outbox, &report, vendor_binary.as_deref());
+        } else {
+            warn!(
+                "GPU crash report not uploaded: the same crash was uploaded {} times in the last {} s \
+                 (crash loop); the next upload will count it",
+                self.crash_loop.max_uploads,
+                self.crash_loop.window.as_secs()
+            );
+        }
+        path
+    }
+
+    /// Counts the crash into the report (how many this run, since when) and decides whether it is
+    /// uploaded: at most `max_uploads` of one fingerprint per window; those held back are counted in
+    /// the next one that goes out.
+    fn count_crash(&self, report: &mut CrashReport) -> bool {
+        let now = Instant::now();
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.count += 1;
+        report.crashes_this_run = log.count;
+        report.ms_since_previous_crash = log
+            .last_at
+            .map(|t| now.saturating_duration_since(t).as_millis() as u64);
+        log.last_at = Some(now);
+        let key = fingerprint(report);
+        let limit = self.crash_loop;
+        let entry = match log.uploads.iter().position(|(k, ..)| *k == key) {
+            Some(i) => &mut log.uploads[i],
+            None => {
+                log.uploads.push((key, now, 0, 0));
+                log.uploads.last_mut().expect("just pushed")
+            }
+        };
+        if now.saturating_duration_since(entry.1) >= limit.window {
+            entry.1 = now;
+            entry.2 = 0;
+        }
+        if entry.2 >= limit.max_uploads {
+            entry.3 += 1;
+            report.suppressed_duplicates = entry.3;
+            return false;
+        }
+        entry.2 += 1;
+        report.suppressed_duplicates = std::mem::take(&mut entry.3);
+        true
+    }
+}
+
+/// [`crate::vulkan::query_device_fault`] on its own thread, for at most [`QUERY_TIMEOUT`] plus the
+/// KHR wait.
+fn query_fault_bounded(
+    session: &DeviceSession,
+    khr_timeout: Duration,
+    device_lost: bool,
+) -> RawFaultInfo {
+    let (device, caps): (RenderDevice, GpuCrashCapabilities) =
+        (session.device.clone(), session.capabilities.clone());
+    postmortem::with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
+        crate::vulkan::query_device_fault(device.wgpu_device(), &caps, khr_timeout, device_lost)
+    })
+    .unwrap_or_else(|| RawFaultInfo {
+        notes: vec![format!(
+            "the fault query did not return within {} s (driver or wgpu blocked)",
+            (QUERY_TIMEOUT + khr_timeout).as_secs()
+        )],
+        ..Default::default()
+    })
+}
+
+/// Queues the report for Sentry and uploads it within `upload_timeout`; what does not go out stays
+/// in the outbox for the next launch. Called only once the report is on disk.
+fn deliver(outbox: &Outbox, report: &CrashReport, vendor_binary: Option<&[u8]>) {
+    if outbox.dsn().is_none() {
+        match outbox.dsn_error() {
+            Some(err) => error!("GPU crash report not uploaded: bad Sentry DSN: {err}"),
+            None => {
+                info!("GPU crash report not uploaded: no Sentry DSN configured (set SENTRY_DSN)")
+            }
+        }
+        return;
+    }
+    match outbox.enqueue(report, vendor_binary) {
+        Ok(_) => {
+            let summary = outbox.flush_at_crash();
+            if summary.sent > 0 {
+                info!("GPU crash report uploaded ({} envelope(s))", summary.sent);
+                eprintln!("GPU crash report uploaded to Sentry (event {})", report.id);
+            } else {
+                warn!(
+                    "GPU crash report not uploaded yet ({}); it stays in {} for the next launch",
+                    summary
+                        .last_error
+                        .as_deref()
+                        .or(summary.stopped.as_deref())
+                        .unwrap_or("no attempt"),
+                    outbox.dir().display()
+                );
+            }
+        }
+        Err(err) => error!(
+            "GPU crash report could not be queued for upload in {}: {err}",
+            outbox.dir().display()
+        ),
+    }
+}

@@ -1,0 +1,11 @@
+//! Crash handling: per-device sessions, the hang watchdog, and the path from a device loss or a stall
+//! to a report on disk and in the outbox.
+
+mod handler;
+mod session;
+mod watchdog;
+
+pub use handler::CrashLoopLimit;
+pub(crate) use handler::CrashHandling;
+pub(crate) use session::DeviceSessions;
+pub(crate) use watchdog::Watchdog;

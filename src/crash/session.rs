@@ -1,0 +1,101 @@
+//! One render device's crash-reporting state. Bevy builds a new device after each renderer recovery;
+//! each gets its own session, so nothing of an old device leaks into a new device's report.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bevy::prelude::Resource;
+use bevy::render::renderer::RenderDevice;
+
+use crate::progress::GpuTimeline;
+use crate::vulkan::GpuCrashCapabilities;
+
+/// Everything the reporter knows about one render device.
+pub(crate) struct DeviceSession {
+    /// 1 for the app's first device, one more after each renderer recovery.
+    pub generation: u32,
+    pub device: RenderDevice,
+    pub capabilities: GpuCrashCapabilities,
+    /// GPU-written progress; `None` where the marker memory could not be made (watchdog off).
+    pub timeline: Option<GpuTimeline>,
+    /// Ring position when this device's session began (binding events before it are older devices').
+    pub ring_start: u64,
+    loss_reported: AtomicBool,
+}
+
+impl DeviceSession {
+    /// Marks the device lost; true the first time (one loss report per device).
+    pub(crate) fn mark_lost(&self) -> bool {
+        // AcqRel: the first caller wins; a later one (and the watchdog, via `is_lost`) sees it.
+        !self.loss_reported.swap(true, Ordering::AcqRel)
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        // Acquire: pairs with the swap in `mark_lost`.
+        self.loss_reported.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for DeviceSession {
+    /// On a clean shutdown (the GPU finished everything we submitted, the device is not lost), waits
+    /// for wgpu to see it too and lets the marker memory be freed; a hung or lost device keeps it.
+    fn drop(&mut self) {
+        let Some(timeline) = &self.timeline else {
+            return;
+        };
+        if self.is_lost() || timeline.completed() < timeline.last_submitted() {
+            return;
+        }
+        if self
+            .device
+            .wgpu_device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .is_ok()
+        {
+            timeline.markers().allow_free();
+        }
+    }
+}
+
+/// The sessions of this app, shared by both worlds, the error handler and the watchdog.
+#[derive(Resource, Clone, Default)]
+pub(crate) struct DeviceSessions(Arc<Mutex<Sessions>>);
+
+#[derive(Default)]
+struct Sessions {
+    current: Option<Arc<DeviceSession>>,
+    generations: u32,
+}
+
+impl DeviceSessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live device's session, if one was started.
+    pub(crate) fn current(&self) -> Option<Arc<DeviceSession>> {
+        self.lock().current.clone()
+    }
+
+    /// Starts the session of a new render device (the old one is released).
+    pub(crate) fn start(
+        &self,
+        device: RenderDevice,
+        capabilities: GpuCrashCapabilities,
+        timeline: Option<GpuTimeline>,
+        ring_start: u64,
+    ) -> Arc<DeviceSession> {
+        let mut sessions = self.lock();
+        sessions.generations += 1;
+        let session = Arc::new(DeviceSession {
+            generation: sessions.generations,
+            device,
+            capabilities,
+            timeline,
+            ring_start,
+            loss_reported: AtomicBool::new(false),
+        });
+        sessions.current = Some(session.clone());
+        session
+    }
+}

@@ -1,0 +1,339 @@
+//! Reports that tell the truth, on lavapipe with a headless Bevy app and the plugin:
+//! - a healthy pause (main thread blocked, or no frames at all) is never a hang;
+//! - a real GPU stall shorter than `hang_timeout` writes nothing, and a later real hang in the same
+//!   process is still reported;
+//! - the drill's `hang` is reported within `hang_timeout` + 1 s;
+//! - a use-after-free whose range is re-bound before the loss is seen resolves as of the fault.
+//!
+//! Each case runs this test binary again as a child (`child` below, an ignored test that only the
+//! parent starts) because the Vulkan loader reads its environment once per process.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::prelude::*;
+use bevy::render::pipelined_rendering::PipelinedRenderingPlugin;
+use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
+use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bevy::render::{Render, RenderApp, RenderSystems};
+use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
+
+const HANG_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Builds the drill layer once per test binary; returns its manifest folder.
+fn layer_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer-truth");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
+            .arg(&dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo xtask layer-manifest");
+        assert!(status.success(), "building the drill layer failed");
+        dir
+    })
+}
+
+struct Run {
+    output: Output,
+    reports: Vec<CrashReport>,
+    took: Duration,
+}
+
+impl Run {
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+}
+
+/// Runs the child in `mode`, with the drill layer when `drill` names a scenario.
+fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run {
+    let dir = common::scratch_dir(&format!("truth-{name}"));
+    let reports_dir = dir.join("reports");
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("TRUTH_MODE", mode)
+        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
+        .env("GPU_CRASH_REPORT_DIR", &reports_dir)
+        .env_remove("SENTRY_DSN")
+        .env_remove("GPU_CRASH_DRILL");
+    if let Some(scenario) = drill {
+        command
+            .env("VK_LAYER_PATH", layer_dir())
+            .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
+            .env("GPU_CRASH_DRILL", scenario);
+    }
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let started = Instant::now();
+    let output = command.output().expect("spawn child");
+    let took = started.elapsed();
+    let mut reports: Vec<CrashReport> = std::fs::read_dir(&reports_dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .map(|p| read_report(&p).unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    reports.sort_by_key(|r| r.timestamp_ms);
+    Run {
+        output,
+        reports,
+        took,
+    }
+}
+
+#[test]
+fn main_thread_blocked_for_three_timeouts_is_not_a_hang() {
+    let run = run("pause", "pause", None, &[]);
+    assert_eq!(run.output.status.code(), Some(0), "{}", run.stderr());
+    assert!(run.took >= HANG_TIMEOUT * 3, "the pause happened");
+    assert!(
+        run.reports.is_empty(),
+        "a healthy pause was reported: {:#?}",
+        run.reports
+    );
+    assert!(run.stderr().contains("truth child: paused"), "{}", run.stderr());
+}
+
+#[test]
+fn no_frames_for_three_timeouts_is_not_a_hang() {
+    let run = run("idle", "idle", None, &[]);
+    assert_eq!(run.output.status.code(), Some(0), "{}", run.stderr());
+    assert!(
+        run.reports.is_empty(),
+        "an app that stopped submitting was reported: {:#?}",
+        run.reports
+    );
+    assert!(run.stderr().contains("truth child: idle"), "{}", run.stderr());
+}
+
+#[test]
+fn drill_hang_is_reported_within_the_timeout_plus_one_second() {
+    let run = run("hang", "frames", Some("hang"), &[]);
+    assert_eq!(run.output.status.code(), Some(3), "{}", run.stderr());
+    assert_eq!(run.reports.len(), 1, "{}", run.stderr());
+    let report = &run.reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang);
+    let hang = report.hang.as_ref().unwrap();
+    assert!(
+        hang.stalled_ms >= 2_000 && hang.stalled_ms <= 3_000,
+        "declared after {} ms",
+        hang.stalled_ms
+    );
+    assert!(
+        report.summary.starts_with("GPU hang in frame"),
+        "{}",
+        report.summary
+    );
+    // The drill's hang frees nothing wrongly: no object is blamed.
+    assert!(hang.suspects.is_empty(), "{:#?}", hang.suspects);
+    assert!(report.summary.contains("no suspect"), "{}", report.summary);
+}
+
+#[test]
+fn a_short_stall_writes_nothing_and_a_later_real_hang_is_still_reported() {
+    let run = run("stall", "stall-then-hang", Some("stall:1000"), &[]);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains("injected stall"),
+        "the layer stalled the GPU: {stderr}"
+    );
+    assert!(
+        stderr.contains("truth child: GPU hang recorded"),
+        "the child hung the GPU itself later: {stderr}"
+    );
+    assert_eq!(run.output.status.code(), Some(3), "{stderr}");
+    assert_eq!(run.reports.len(), 1, "only the real hang: {:#?}", run.reports);
+    let report = &run.reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang);
+    let frames_before = report.hang.as_ref().unwrap().oldest_pending_frame;
+    assert!(frames_before > 40, "the hang came after the stall: {frames_before}");
+}
+
+/// Found as a user: the range the drill faulted in gets re-bound by the next frame's buffer before
+/// the report is built. The layer delays the loss until that re-bind (deterministic); the verdict
+/// must still be use-after-free of the freed buffer, with the re-bind listed as after the fault.
+#[test]
+fn a_range_re_bound_after_the_fault_does_not_change_the_verdict() {
+    let run = run(
+        "rebind",
+        "rebind",
+        Some("use-after-free:truth_scratch"),
+        &[("GPU_CRASH_DRILL_LOSS", "after-rebind")],
+    );
+    let stderr = run.stderr();
+    assert!(stderr.contains("re-bound"), "the layer saw the re-bind: {stderr}");
+    assert_eq!(run.reports.len(), 1, "{stderr}");
+    let report = &run.reports[0];
+    assert_eq!(report.kind, CrashKind::DeviceLost, "{stderr}");
+    let fault = &report.faults[0];
+    assert_eq!(fault.verdict, FaultVerdict::UseAfterFree, "{}", fault.summary);
+    let culprit = fault.culprit.as_ref().unwrap();
+    assert_eq!(culprit.name.as_deref(), Some("truth_scratch"));
+    let [lo, hi] = fault.address_range;
+    assert!(
+        report.events_after_fault.iter().any(|e| e.kind
+            == bevy_gpu_crash_reporter::capture::BindingKind::Bind
+            && e.base <= hi
+            && lo < e.base + e.size),
+        "the re-bind is kept as after the fault: {:#?}",
+        report.events_after_fault
+    );
+}
+
+/// The app each case runs: the plugin, labelled per-frame buffers, and the mode's behaviour.
+#[test]
+#[ignore = "child process entry point: the tests above start it with TRUTH_MODE set"]
+fn child() {
+    let mode = std::env::var("TRUTH_MODE").expect("TRUTH_MODE");
+    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin {
+        hang_timeout: HANG_TIMEOUT,
+        on_hang: OnHang::Exit(3),
+        application_name: Some("hang_truth".into()),
+        ..default()
+    });
+    if mode == "rebind" {
+        // Main and render world take turns: the next frame's buffer is created strictly after the
+        // faulting frame's work was submitted.
+        app.add_plugins(
+            common::headless_default_plugins()
+                .build()
+                .disable::<PipelinedRenderingPlugin>(),
+        );
+    } else {
+        app.add_plugins(common::headless_default_plugins());
+    }
+    app.insert_resource(Mode(mode.clone()))
+        .add_systems(Update, (per_frame_buffers, drive).chain());
+    app.sub_app_mut(RenderApp).insert_resource(Mode(mode.clone())).add_systems(
+        Render,
+        hang_gpu_when_asked.in_set(RenderSystems::Cleanup),
+    );
+    if mode == "idle" {
+        // No frames at all for a while: the whole app stops, as under a reactive update mode.
+        app.set_runner(|mut app| {
+            for frame in 0..90u32 {
+                app.update();
+                if frame == 30 {
+                    eprintln!("truth child: idle");
+                    std::thread::sleep(HANG_TIMEOUT * 3);
+                }
+                if let Some(exit) = app.should_exit() {
+                    return exit;
+                }
+            }
+            AppExit::Success
+        });
+    } else {
+        app.add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO));
+    }
+    let exit = app.run();
+    std::process::exit(match exit {
+        AppExit::Success => 0,
+        AppExit::Error(code) => i32::from(code.get()),
+    });
+}
+
+#[derive(Resource, Clone)]
+struct Mode(String);
+
+#[derive(Default)]
+struct Buffers {
+    frame: u64,
+    last: Vec<Buffer>,
+}
+
+/// A 96 KiB scratch buffer created and dropped every frame, as games do with transient data.
+fn per_frame_buffers(device: Res<RenderDevice>, mut buffers: Local<Buffers>) {
+    buffers.frame += 1;
+    for buffer in buffers.last.drain(..) {
+        buffer.destroy();
+    }
+    buffers.last.push(device.create_buffer(&BufferDescriptor {
+        label: Some("truth_scratch"),
+        size: 96 * 1024,
+        usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    }));
+}
+
+/// What the main world does per mode; ends the run after enough frames.
+fn drive(mode: Res<Mode>, mut frame: Local<u32>, mut exit: MessageWriter<AppExit>) {
+    *frame += 1;
+    match mode.0.as_str() {
+        "pause" if *frame == 30 => {
+            eprintln!("truth child: paused");
+            std::thread::sleep(HANG_TIMEOUT * 3);
+        }
+        "pause" if *frame >= 60 => {
+            exit.write(AppExit::Success);
+        }
+        "idle" | "pause" => {}
+        _ if *frame >= 1_200 => {
+            eprintln!("truth child: no report after {} frames", *frame);
+            exit.write(AppExit::Success);
+        }
+        _ => {}
+    }
+}
+
+/// Render world: in `stall-then-hang` mode, at frame 150 (long after the layer's stall at submission
+/// 30 ended), records a real GPU hang: a wait on an event nobody sets.
+fn hang_gpu_when_asked(
+    mode: Res<Mode>,
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    mut frame: Local<u32>,
+) {
+    *frame += 1;
+    if mode.0 != "stall-then-hang" || *frame != 150 {
+        return;
+    }
+    // SAFETY: raw handles of wgpu's live Vulkan device; the event is never destroyed (the process
+    // ends with the hang report).
+    let raw = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
+        .expect("Vulkan")
+        .raw_device()
+        .clone();
+    // SAFETY: valid device; default create info.
+    let event = unsafe { raw.create_event(&vk::EventCreateInfo::default(), None) }.unwrap();
+    let mut encoder = device.create_command_encoder(&default());
+    // SAFETY: an encoder used only through the raw API; a wait on a host event outside any pass.
+    unsafe {
+        encoder.as_hal_mut::<wgpu::hal::api::Vulkan, _, _>(|hal| {
+            let command_buffer = hal.expect("Vulkan encoder").raw_handle();
+            raw.cmd_wait_events(
+                command_buffer,
+                &[event],
+                vk::PipelineStageFlags::HOST,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                &[],
+                &[],
+                &[],
+            );
+        })
+    };
+    queue.submit([encoder.finish()]);
+    eprintln!("truth child: GPU hang recorded");
+}
