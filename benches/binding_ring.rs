@@ -26,11 +26,11 @@ use std::collections::VecDeque;
 use std::ffi::{c_void, CStr};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use ash::vk::{self, Handle};
-use bevy_gpu_crash_reporter::capture::messenger::address_binding_callback;
+use bevy_gpu_crash_reporter::capture::messenger::{address_binding_callback, MessengerTarget};
 use bevy_gpu_crash_reporter::capture::{BindingKind, BindingRecord, BindingRing, RingConsumer};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
@@ -81,7 +81,7 @@ impl Message {
 }
 
 struct ThisCrate {
-    ring: Arc<BindingRing>,
+    target: MessengerTarget,
     consumer: Mutex<RingConsumer>,
 }
 
@@ -89,7 +89,10 @@ impl ThisCrate {
     fn new() -> Self {
         let (ring, consumer) = BindingRing::with_capacity(CAPACITY);
         Self {
-            ring,
+            target: MessengerTarget {
+                ring,
+                device_generation: 1,
+            },
             consumer: Mutex::new(consumer),
         }
     }
@@ -104,13 +107,13 @@ impl Target for ThisCrate {
     fn push(&self, m: &mut Box<Message>, n: u64) {
         // The driver changes the address per event; so do we (a store the callback must read).
         m.binding.base_address = 0xdefd_0000_0000 + (n << 16);
-        // SAFETY: the message is a valid callback data chain; user data is a live ring.
+        // SAFETY: the message is a valid callback data chain; user data is a live target.
         unsafe {
             address_binding_callback(
                 vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
                 vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
                 black_box(&m.data),
-                Arc::as_ptr(&self.ring) as *mut c_void,
+                &self.target as *const MessengerTarget as *mut c_void,
             );
         }
     }

@@ -9,7 +9,9 @@ use bevy::ecs::change_detection::Tick;
 use bevy::prelude::*;
 use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
 use bevy::render::renderer::raw_vulkan_init::RawVulkanInitSettings;
-use bevy::render::renderer::{render_system, RenderDevice, RenderQueue};
+use bevy::render::renderer::{
+    render_system, RenderDevice, RenderGraph, RenderGraphSystems, RenderQueue,
+};
 use bevy::render::{Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems};
 
 use crate::crash::{CrashHandling, CrashLoopLimit, DeviceSessions, Watchdog};
@@ -295,6 +297,12 @@ impl Plugin for GpuCrashReporterPlugin {
                             .before(render_system),
                         submit_frame_end.in_set(RenderSystems::Cleanup),
                     ),
+                )
+                .add_systems(
+                    RenderGraph,
+                    mark_frame_submitting
+                        .after(RenderGraphSystems::Render)
+                        .before(RenderGraphSystems::Submit),
                 );
             crate::breadcrumbs::install(render_app, sessions);
         }
@@ -319,6 +327,7 @@ fn start_device_session(
     let Some(mut capabilities) = outcome.capabilities.clone() else {
         return; // not Vulkan: nothing to watch
     };
+    let generation = outcome.device_callback_runs;
     drop(outcome);
     let timeline = match crate::vulkan::create_marker_buffer(&device, capabilities.buffer_marker) {
         Ok(markers) => {
@@ -333,12 +342,9 @@ fn start_device_session(
             None
         }
     };
-    let session = crash.sessions.start(
-        device.clone(),
-        capabilities.clone(),
-        timeline,
-        crash.reporter.ring_position(),
-    );
+    let session = crash
+        .sessions
+        .start(generation, device.clone(), capabilities.clone(), timeline);
     if session.generation > 1 {
         info!(
             "GPU crash reporter: watching render device {} (after renderer recovery)",
@@ -430,10 +436,30 @@ fn begin_gpu_frame(crash: Res<CrashHandling>) {
     }
 }
 
+/// Render graph, right before the frame's work is submitted: from here on the frame is pending on
+/// the GPU. Counted before the submit call, because a driver whose queue is stuck may block inside
+/// `vkQueueSubmit` (lavapipe does), and a frame stuck there is exactly a frame the GPU has not done.
+fn mark_frame_submitting(crash: Res<CrashHandling>) {
+    if let Some(session) = crash.sessions.current() {
+        if let Some(timeline) = &session.timeline {
+            if let Some(frame) = timeline.current_frame() {
+                if frame > timeline.last_submitted() {
+                    timeline.frame_submitted(frame, crash.reporter.ring_position(), Instant::now());
+                }
+            }
+        }
+    }
+}
+
 /// Render world, after the frame's submits: submits a command buffer of our own that writes the
-/// frame number once every earlier command on the queue has finished. Our own submission, so that
-/// it is always submitted exactly when counted, whatever else the frame did or did not submit.
-fn submit_frame_end(device: Res<RenderDevice>, queue: Res<RenderQueue>, crash: Res<CrashHandling>) {
+/// frame number once every earlier command on the queue has finished. Our own submission, so the
+/// completion word is written whatever else the frame did or did not submit.
+fn submit_frame_end(
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    crash: Res<CrashHandling>,
+    mut ended: Local<(u32, u64)>,
+) {
     let Some(session) = crash.sessions.current() else {
         return;
     };
@@ -443,9 +469,10 @@ fn submit_frame_end(device: Res<RenderDevice>, queue: Res<RenderQueue>, crash: R
     let Some(frame) = timeline.current_frame() else {
         return;
     };
-    if session.is_lost() || frame <= timeline.last_submitted() {
+    if session.is_lost() || *ended == (session.generation, frame) {
         return;
     }
+    *ended = (session.generation, frame);
     let frame_end = timeline.close_breadcrumb(crate::breadcrumbs::FRAME_LABEL);
     let markers = timeline.markers();
     let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
@@ -461,9 +488,12 @@ fn submit_frame_end(device: Res<RenderDevice>, queue: Res<RenderQueue>, crash: R
     let Some(buffer) = buffer else {
         return;
     };
-    let position = crash.reporter.ring_position();
+    // A frame with no render-graph submit (no camera) is pending from here; counted before the call
+    // for the reason given at `mark_frame_submitting`.
+    if frame > timeline.last_submitted() {
+        timeline.frame_submitted(frame, crash.reporter.ring_position(), Instant::now());
+    }
     queue.submit([buffer]);
-    timeline.frame_submitted(frame, position, Instant::now());
 }
 
 /// Starts the hang watchdog once (it follows whichever device is current).

@@ -162,7 +162,12 @@ pub fn build_report(
         as_of,
     };
     let after: Vec<_> = as_of
-        .map(|cut| index.recent_events().filter(|e| e.sequence >= cut).collect())
+        .map(|cut| {
+            index
+                .recent_events()
+                .filter(|e| e.sequence >= cut)
+                .collect()
+        })
         .unwrap_or_default();
     if !after.is_empty() {
         notes.push(format!(
@@ -462,8 +467,12 @@ mod tests {
         let ctx = context(&capabilities, &application);
         let mut ids = std::collections::HashSet::new();
         for _ in 0..1000 {
-            let (mut report, _) =
-                build_report(CrashKind::GpuHang, RawFaultInfo::default(), &mut index, &ctx);
+            let (mut report, _) = build_report(
+                CrashKind::GpuHang,
+                RawFaultInfo::default(),
+                &mut index,
+                &ctx,
+            );
             assert_eq!(report.id.len(), 32);
             assert!(report.id.chars().all(|c| c.is_ascii_hexdigit()));
             assert!(ids.insert(report.id.clone()));
@@ -471,7 +480,13 @@ mod tests {
         }
         let files = std::fs::read_dir(&dir)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "json")
+            })
             .count();
         assert_eq!(files, 1000);
         let _ = std::fs::remove_dir_all(&dir);

@@ -62,7 +62,13 @@ fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run
     let reports_dir = dir.join("reports");
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args(["--exact", "child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("TRUTH_MODE", mode)
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
@@ -109,7 +115,11 @@ fn main_thread_blocked_for_three_timeouts_is_not_a_hang() {
         "a healthy pause was reported: {:#?}",
         run.reports
     );
-    assert!(run.stderr().contains("truth child: paused"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("truth child: paused"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -121,7 +131,11 @@ fn no_frames_for_three_timeouts_is_not_a_hang() {
         "an app that stopped submitting was reported: {:#?}",
         run.reports
     );
-    assert!(run.stderr().contains("truth child: idle"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("truth child: idle"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -160,11 +174,19 @@ fn a_short_stall_writes_nothing_and_a_later_real_hang_is_still_reported() {
         "the child hung the GPU itself later: {stderr}"
     );
     assert_eq!(run.output.status.code(), Some(3), "{stderr}");
-    assert_eq!(run.reports.len(), 1, "only the real hang: {:#?}", run.reports);
+    assert_eq!(
+        run.reports.len(),
+        1,
+        "only the real hang: {:#?}",
+        run.reports
+    );
     let report = &run.reports[0];
     assert_eq!(report.kind, CrashKind::GpuHang);
     let frames_before = report.hang.as_ref().unwrap().oldest_pending_frame;
-    assert!(frames_before > 40, "the hang came after the stall: {frames_before}");
+    assert!(
+        frames_before > 40,
+        "the hang came after the stall: {frames_before}"
+    );
 }
 
 /// Found as a user: the range the drill faulted in gets re-bound by the next frame's buffer before
@@ -179,12 +201,20 @@ fn a_range_re_bound_after_the_fault_does_not_change_the_verdict() {
         &[("GPU_CRASH_DRILL_LOSS", "after-rebind")],
     );
     let stderr = run.stderr();
-    assert!(stderr.contains("re-bound"), "the layer saw the re-bind: {stderr}");
+    assert!(
+        stderr.contains("re-bound"),
+        "the layer saw the re-bind: {stderr}"
+    );
     assert_eq!(run.reports.len(), 1, "{stderr}");
     let report = &run.reports[0];
     assert_eq!(report.kind, CrashKind::DeviceLost, "{stderr}");
     let fault = &report.faults[0];
-    assert_eq!(fault.verdict, FaultVerdict::UseAfterFree, "{}", fault.summary);
+    assert_eq!(
+        fault.verdict,
+        FaultVerdict::UseAfterFree,
+        "{}",
+        fault.summary
+    );
     let culprit = fault.culprit.as_ref().unwrap();
     assert_eq!(culprit.name.as_deref(), Some("truth_scratch"));
     let [lo, hi] = fault.address_range;
@@ -226,13 +256,13 @@ fn child() {
     }
     app.insert_resource(Mode(mode.clone()))
         .add_systems(Update, (per_frame_buffers, drive).chain());
-    app.sub_app_mut(RenderApp).insert_resource(Mode(mode.clone())).add_systems(
-        Render,
-        hang_gpu_when_asked.in_set(RenderSystems::Cleanup),
-    );
+    app.sub_app_mut(RenderApp)
+        .insert_resource(Mode(mode.clone()))
+        .add_systems(Render, hang_gpu_when_asked.in_set(RenderSystems::Cleanup));
     if mode == "idle" {
         // No frames at all for a while: the whole app stops, as under a reactive update mode.
         app.set_runner(|mut app| {
+            common::finish(&mut app);
             for frame in 0..90u32 {
                 app.update();
                 if frame == 30 {
@@ -265,13 +295,27 @@ struct Buffers {
 }
 
 /// A 96 KiB scratch buffer created and dropped every frame, as games do with transient data.
-fn per_frame_buffers(device: Res<RenderDevice>, mut buffers: Local<Buffers>) {
+///
+/// In `rebind` mode it lives every other frame from frame 20 on (after start-up allocations have
+/// settled): in the frames between, its range is free, so the drill's use-after-free lands in a range
+/// nothing else covers, and the next frame's buffer re-binds it after the fault.
+fn per_frame_buffers(mode: Res<Mode>, device: Res<RenderDevice>, mut buffers: Local<Buffers>) {
     buffers.frame += 1;
     for buffer in buffers.last.drain(..) {
         buffer.destroy();
     }
+    if mode.0 == "rebind" && (buffers.frame < 20 || buffers.frame % 2 == 1) {
+        return;
+    }
+    let rebind_tenant = mode.0 == "rebind" && buffers.frame > 20;
     buffers.last.push(device.create_buffer(&BufferDescriptor {
-        label: Some("truth_scratch"),
+        // In `rebind` mode only the first is the drill's target; later tenants of its range have
+        // another name, so a verdict that takes them for the culprit is told apart.
+        label: Some(if rebind_tenant {
+            "truth_rebind"
+        } else {
+            "truth_scratch"
+        }),
         size: 96 * 1024,
         usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
         mapped_at_creation: false,

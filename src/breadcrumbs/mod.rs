@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
-use wgpu::CommandBuffer;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderGraph, RenderGraphSystems};
+use wgpu::CommandBuffer;
 
 use crate::crash::DeviceSessions;
 use crate::vulkan::markers::{raw_command_buffer, BreadcrumbWriter, MarkerStage};
@@ -108,7 +108,9 @@ impl GpuBreadcrumbs<'_> {
         device: &RenderDevice,
         label: &'static str,
     ) -> Option<CommandBuffer> {
-        self.recorder.as_ref()?.command_buffer(device, label, None, MarkerStage::Begun, true)
+        self.recorder
+            .as_ref()?
+            .command_buffer(device, label, None, MarkerStage::Begun, true)
     }
 
     /// For work submitted outside the render graph: a command buffer to submit right after it.

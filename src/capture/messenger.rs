@@ -4,6 +4,7 @@
 //! no lock, no panic, always `VK_FALSE`. Everything it reads is bounded (pNext walk, name length).
 
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
 use ash::vk;
 
@@ -13,12 +14,20 @@ use super::ring::BindingRing;
 /// Longest pNext chain we follow; a driver bug that loops the chain must not hang the game.
 const MAX_PNEXT_HOPS: usize = 32;
 
+/// What one messenger writes into: the shared ring, and the generation of the render device it was
+/// registered for, stamped into every record so events of an old device (its teardown after a
+/// renderer recovery) are told apart from the new device's.
+pub struct MessengerTarget {
+    pub ring: Arc<BindingRing>,
+    pub device_generation: u8,
+}
+
 /// `PFN_vkDebugUtilsMessengerCallbackEXT` for our messenger. `user_data` must point at the
-/// [`BindingRing`] that outlives the messenger.
+/// [`MessengerTarget`] that outlives the messenger.
 ///
 /// # Safety
 /// Called by the Vulkan implementation with a valid (or null) callback data pointer and the user data
-/// given at messenger creation, which must be a live `*const BindingRing`.
+/// given at messenger creation, which must be a live `*const MessengerTarget`.
 pub unsafe extern "system" fn address_binding_callback(
     _severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     message_types: vk::DebugUtilsMessageTypeFlagsEXT,
@@ -33,12 +42,17 @@ pub unsafe extern "system" fn address_binding_callback(
     // catch_unwind costs nothing unless something panics; decoding is written not to, this is the
     // belt to those braces because unwinding into the driver is undefined behaviour.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: the messenger was created with a pointer to a BindingRing kept alive (Arc held by
+        // SAFETY: the messenger was created with a pointer to a MessengerTarget kept alive (boxed by
         // the messenger's owner) until after the messenger is destroyed.
-        let ring = unsafe { &*(user_data as *const BindingRing) };
+        let target = unsafe { &*(user_data as *const MessengerTarget) };
         // SAFETY: the implementation passes a valid callback data pointer (or null, handled inside).
         if let Some(record) = unsafe { decode_binding_message(callback_data) } {
-            let _ = ring.push(record.with_frame(ring.current_frame()));
+            let ring = &target.ring;
+            let _ = ring.push(
+                record
+                    .with_frame(ring.current_frame())
+                    .with_device_generation(target.device_generation),
+            );
         }
     }));
     vk::FALSE
@@ -156,6 +170,10 @@ mod tests {
     fn callback_decodes_into_ring() {
         let (ring, mut consumer) = BindingRing::with_capacity(4);
         ring.set_frame(42);
+        let target = MessengerTarget {
+            ring: ring.clone(),
+            device_generation: 3,
+        };
         let binding = vk::DeviceAddressBindingCallbackDataEXT::default()
             .flags(vk::DeviceAddressBindingFlagsEXT::INTERNAL_OBJECT)
             .base_address(0x1000_0000)
@@ -167,13 +185,13 @@ mod tests {
         object.object_handle = 0xabc;
         let objects = [object];
         message(&binding, &objects, |data| {
-            // SAFETY: test data is valid; user data is a live ring.
+            // SAFETY: test data is valid; user data is a live target.
             let r = unsafe {
                 address_binding_callback(
                     vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
                     vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
                     data,
-                    Arc::as_ptr(&ring) as *mut c_void,
+                    &target as *const MessengerTarget as *mut c_void,
                 )
             };
             assert_eq!(r, vk::FALSE);
@@ -184,6 +202,7 @@ mod tests {
         assert_eq!(record.size, 4096);
         assert_eq!(record.handle, 0xabc);
         assert_eq!(record.frame, 42);
+        assert_eq!(record.device_generation(), 3);
         assert!(record.is_internal_object());
         assert_eq!(record.vk_object_type(), vk::ObjectType::BUFFER);
         assert_eq!(record.name().as_deref(), Some("particles"));
@@ -192,18 +211,22 @@ mod tests {
     #[test]
     fn other_messages_and_missing_chain_are_ignored() {
         let (ring, mut consumer) = BindingRing::with_capacity(4);
+        let target = MessengerTarget {
+            ring: ring.clone(),
+            device_generation: 1,
+        };
         let data = vk::DebugUtilsMessengerCallbackDataEXT::default();
         for types in [
             vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION,
             vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
         ] {
-            // SAFETY: valid data without a binding struct; live ring.
+            // SAFETY: valid data without a binding struct; live target.
             unsafe {
                 address_binding_callback(
                     vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
                     types,
                     &data,
-                    Arc::as_ptr(&ring) as *mut c_void,
+                    &target as *const MessengerTarget as *mut c_void,
                 )
             };
         }
@@ -213,7 +236,7 @@ mod tests {
                 vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
                 vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
                 std::ptr::null(),
-                Arc::as_ptr(&ring) as *mut c_void,
+                &target as *const MessengerTarget as *mut c_void,
             );
             address_binding_callback(
                 vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
@@ -237,6 +260,4 @@ mod tests {
         let (bytes, truncated) = unsafe { bounded_c_str(exact.as_ptr()) };
         assert_eq!((bytes.len(), truncated), (NAME_CAPACITY, false));
     }
-
-    use std::sync::Arc;
 }

@@ -40,8 +40,16 @@ pub struct BindingRecord {
     pub kind: BindingKind,
     flags: u8,
     name_len: u8,
-    _reserved: u8,
+    /// Which render device the event came from (its messenger's generation, wrapping at 256; 0 when
+    /// untagged): after a renderer recovery the old device's teardown must not touch the new index.
+    device_generation: u8,
     name: [u8; NAME_CAPACITY],
+}
+
+/// The tag a record carries for device generation `generation` (1, 2, ...): never 0 (untagged), so
+/// it wraps 255 -> 1. Generations compare by wrapping distance (see the indexer).
+pub fn generation_tag(generation: u32) -> u8 {
+    (generation.saturating_sub(1) % 255) as u8 + 1
 }
 
 const FLAG_INTERNAL_OBJECT: u8 = 1;
@@ -66,7 +74,7 @@ impl BindingRecord {
             kind,
             flags: 0,
             name_len: 0,
-            _reserved: 0,
+            device_generation: 0,
             name: [0; NAME_CAPACITY],
         }
     }
@@ -86,6 +94,17 @@ impl BindingRecord {
     pub const fn with_frame(mut self, frame: u64) -> Self {
         self.frame = frame;
         self
+    }
+
+    /// Tags the event with the generation of the device whose messenger received it.
+    pub const fn with_device_generation(mut self, generation: u8) -> Self {
+        self.device_generation = generation;
+        self
+    }
+
+    /// The generation of the device the event came from (0: untagged).
+    pub fn device_generation(&self) -> u8 {
+        self.device_generation
     }
 
     /// Copies `name` inline, truncated to [`NAME_CAPACITY`] bytes at a UTF-8 boundary.

@@ -179,8 +179,11 @@ impl CrashHandling {
         }
         drop(index);
         let upload = self.count_crash(&mut report);
-        let path =
-            postmortem::persist_and_announce(&self.report_dir, &mut report, vendor_binary.as_deref());
+        let path = postmortem::persist_and_announce(
+            &self.report_dir,
+            &mut report,
+            vendor_binary.as_deref(),
+        );
         if let Some(path) = &path {
             self.reports.push(path.clone());
         }

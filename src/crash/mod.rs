@@ -5,7 +5,7 @@ mod handler;
 mod session;
 mod watchdog;
 
-pub use handler::CrashLoopLimit;
 pub(crate) use handler::CrashHandling;
+pub use handler::CrashLoopLimit;
 pub(crate) use session::DeviceSessions;
 pub(crate) use watchdog::Watchdog;

@@ -18,8 +18,6 @@ pub(crate) struct DeviceSession {
     pub capabilities: GpuCrashCapabilities,
     /// GPU-written progress; `None` where the marker memory could not be made (watchdog off).
     pub timeline: Option<GpuTimeline>,
-    /// Ring position when this device's session began (binding events before it are older devices').
-    pub ring_start: u64,
     loss_reported: AtomicBool,
 }
 
@@ -64,7 +62,6 @@ pub(crate) struct DeviceSessions(Arc<Mutex<Sessions>>);
 #[derive(Default)]
 struct Sessions {
     current: Option<Arc<DeviceSession>>,
-    generations: u32,
 }
 
 impl DeviceSessions {
@@ -77,22 +74,20 @@ impl DeviceSessions {
         self.lock().current.clone()
     }
 
-    /// Starts the session of a new render device (the old one is released).
+    /// Starts the session of render device `generation` (the old one is released).
     pub(crate) fn start(
         &self,
+        generation: u32,
         device: RenderDevice,
         capabilities: GpuCrashCapabilities,
         timeline: Option<GpuTimeline>,
-        ring_start: u64,
     ) -> Arc<DeviceSession> {
         let mut sessions = self.lock();
-        sessions.generations += 1;
         let session = Arc::new(DeviceSession {
-            generation: sessions.generations,
+            generation,
             device,
             capabilities,
             timeline,
-            ring_start,
             loss_reported: AtomicBool::new(false),
         });
         sessions.current = Some(session.clone());

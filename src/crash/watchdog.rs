@@ -45,7 +45,11 @@ impl Watchdog {
                         }
                         let rule = match &mut watched {
                             Some((generation, rule)) if *generation == session.generation => rule,
-                            _ => &mut watched.insert((session.generation, HangRule::new(hang_timeout))).1,
+                            _ => {
+                                &mut watched
+                                    .insert((session.generation, HangRule::new(hang_timeout)))
+                                    .1
+                            }
                         };
                         let now = Instant::now();
                         let (completed, pending) = timeline.pending(now);

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{AddressIndex, IndexSettings};
-use crate::capture::{BindingRing, RingConsumer};
+use crate::capture::{BindingRecord, BindingRing, RingConsumer};
 
 /// The index shared between the indexer thread and whoever resolves a fault.
 pub type SharedIndex = Arc<Mutex<AddressIndex>>;
@@ -24,7 +24,7 @@ const IDLE_WAKE: Duration = Duration::from_millis(100);
 pub struct IndexerHandle {
     ring: Arc<BindingRing>,
     index: SharedIndex,
-    consumer: Arc<Mutex<RingConsumer>>,
+    consumer: Arc<Mutex<Consumer>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -34,7 +34,10 @@ impl IndexerHandle {
     pub fn spawn(ring_capacity: usize, settings: IndexSettings) -> std::io::Result<Self> {
         let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
         let index: SharedIndex = Arc::new(Mutex::new(AddressIndex::new(settings)));
-        let consumer = Arc::new(Mutex::new(consumer));
+        let consumer = Arc::new(Mutex::new(Consumer {
+            ring: consumer,
+            device: DeviceFilter::default(),
+        }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (index, consumer, stop) = (index.clone(), consumer.clone(), stop.clone());
@@ -102,21 +105,124 @@ pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn drain_into(consumer: &Mutex<RingConsumer>, index: &SharedIndex) {
+/// The ring's consumer and the device its index describes.
+struct Consumer {
+    ring: RingConsumer,
+    device: DeviceFilter,
+}
+
+/// Keeps the index to one render device: the first event of a newer device generation (a renderer
+/// recovery) empties it, and events of older generations (the old device's teardown, which its
+/// messenger still reports while the new device starts) are dropped. Untagged events (0) pass.
+#[derive(Default)]
+struct DeviceFilter {
+    generation: u8,
+}
+
+/// What to do with one record.
+#[derive(Debug, PartialEq, Eq)]
+enum DeviceVerdict {
+    Apply,
+    ResetThenApply,
+    Drop,
+}
+
+impl DeviceFilter {
+    fn judge(&mut self, record: &BindingRecord) -> DeviceVerdict {
+        let tag = record.device_generation();
+        if tag == 0 || tag == self.generation {
+            return DeviceVerdict::Apply;
+        }
+        // Tags wrap 255 -> 1 (see `generation_tag`): newer is a short forward distance.
+        let forward = if tag > self.generation {
+            tag - self.generation
+        } else {
+            (255 - self.generation) + tag
+        };
+        if self.generation == 0 || forward < 128 {
+            self.generation = tag;
+            DeviceVerdict::ResetThenApply
+        } else {
+            DeviceVerdict::Drop
+        }
+    }
+}
+
+fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
     let mut consumer = consumer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let Consumer { ring, device } = &mut *consumer;
     let mut batch = Vec::with_capacity(BATCH);
     loop {
         batch.clear();
-        consumer.drain(BATCH, |record| batch.push(record));
+        ring.drain(BATCH, |record| batch.push(record));
         if batch.is_empty() {
             break;
         }
         let now = Instant::now();
         let mut index = lock(index);
         for record in &batch {
-            index.apply(record, now);
+            match device.judge(record) {
+                DeviceVerdict::Apply => index.apply(record, now),
+                DeviceVerdict::ResetThenApply => {
+                    index.reset();
+                    index.apply(record, now);
+                }
+                DeviceVerdict::Drop => {}
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::record::generation_tag;
+    use crate::capture::BindingKind;
+    use ash::vk;
+
+    fn tagged(generation: u32) -> BindingRecord {
+        BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0x1000, 64)
+            .with_device_generation(generation_tag(generation))
+    }
+
+    #[test]
+    fn newer_device_resets_older_device_is_dropped() {
+        let mut filter = DeviceFilter::default();
+        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::ResetThenApply);
+        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::Apply);
+        assert_eq!(filter.judge(&tagged(2)), DeviceVerdict::ResetThenApply);
+        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::Drop);
+        assert_eq!(filter.judge(&tagged(2)), DeviceVerdict::Apply);
+        let untagged = BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0, 1);
+        assert_eq!(filter.judge(&untagged), DeviceVerdict::Apply);
+    }
+
+    #[test]
+    fn generations_wrap_past_255() {
+        let mut filter = DeviceFilter::default();
+        filter.judge(&tagged(255));
+        assert_eq!(filter.judge(&tagged(256)), DeviceVerdict::ResetThenApply);
+        assert_eq!(generation_tag(256), 1);
+        assert_eq!(filter.judge(&tagged(255)), DeviceVerdict::Drop);
+    }
+
+    #[test]
+    fn reset_forgets_the_old_device() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        indexer.ring().push(tagged(1)).unwrap();
+        assert_eq!(indexer.flush().live_len(), 1);
+        let mut other = tagged(2);
+        other.handle = 2;
+        other.base = 0x9000;
+        indexer.ring().push(other).unwrap();
+        indexer
+            .ring()
+            .push(tagged(1).with_name("late teardown"))
+            .unwrap();
+        let index = indexer.flush();
+        assert_eq!(index.live_len(), 1);
+        assert_eq!(index.live_overlapping(0x9000, 0x9001).len(), 1);
     }
 }

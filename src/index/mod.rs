@@ -230,6 +230,11 @@ impl Default for AddressIndex {
 }
 
 impl AddressIndex {
+    /// Empties the index (a new render device: nothing of the old one may resolve on it).
+    pub fn reset(&mut self) {
+        *self = Self::new(self.settings.clone());
+    }
+
     /// An empty index with these bounds.
     pub fn new(settings: IndexSettings) -> Self {
         Self {
@@ -338,7 +343,9 @@ impl AddressIndex {
         let freed_then_live = as_of
             .and_then(|cut| {
                 self.freed.nearest_ending_at_or_below_where(address, |f| {
-                    f.key.object_type != memory && f.freed_sequence >= cut
+                    f.key.object_type != memory
+                        && f.freed_sequence >= cut
+                        && f.bound_sequence.is_none_or(|b| b < cut)
                 })
             })
             .and_then(|id| self.freed.get(id))

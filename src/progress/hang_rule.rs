@@ -66,7 +66,8 @@ impl HangRule {
             Some(progress) => progress.max(pending.submitted_at),
             None => pending.submitted_at,
         };
-        if now.saturating_duration_since(since) < self.timeout || self.reported == Some(pending.frame)
+        if now.saturating_duration_since(since) < self.timeout
+            || self.reported == Some(pending.frame)
         {
             return None;
         }
@@ -111,7 +112,11 @@ mod tests {
         assert_eq!(rule.observe(late, 7, pending(8, start)), None);
         let stall = rule.observe(start + T, 7, pending(8, start)).unwrap();
         assert_eq!((stall.frame, stall.since), (8, start));
-        assert_eq!(rule.observe(start + T * 9, 7, pending(8, start)), None, "once");
+        assert_eq!(
+            rule.observe(start + T * 9, 7, pending(8, start)),
+            None,
+            "once"
+        );
     }
 
     #[test]
@@ -130,7 +135,9 @@ mod tests {
         assert_eq!(stall.frame, 9);
         // After the GPU recovers and stalls again on frame 12, that is a new report.
         assert_eq!(rule.observe(at + T * 2, 11, pending(12, at + T * 2)), None);
-        assert!(rule.observe(at + T * 3, 11, pending(12, at + T * 2)).is_some());
+        assert!(rule
+            .observe(at + T * 3, 11, pending(12, at + T * 2))
+            .is_some());
     }
 
     #[test]
@@ -143,7 +150,9 @@ mod tests {
         assert_eq!(rule.observe(progress, 8, pending(9, start)), None);
         assert_eq!(rule.observe(progress + T / 2, 8, pending(9, start)), None);
         assert_eq!(
-            rule.observe(progress + T, 8, pending(9, start)).unwrap().since,
+            rule.observe(progress + T, 8, pending(9, start))
+                .unwrap()
+                .since,
             progress
         );
     }

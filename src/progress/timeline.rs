@@ -161,7 +161,7 @@ impl GpuTimeline {
         self.ledger().frames.back().map(|e| e.frame)
     }
 
-    /// Render thread, once the completion marker of `frame` was submitted.
+    /// Render thread, right before `frame`'s work is submitted: from then on it is pending.
     pub(crate) fn frame_submitted(&self, frame: u64, ring_position: u64, at: Instant) {
         {
             let mut ledger = self.ledger();
@@ -283,7 +283,11 @@ mod tests {
         assert_eq!(widen(0, 0), 0);
         assert_eq!(widen(0, 5), 0, "nothing written yet");
         assert_eq!(widen(3, 5), 3);
-        assert_eq!(widen(6, 5), 5, "the GPU finished before the ledger saw the submit");
+        assert_eq!(
+            widen(6, 5),
+            5,
+            "the GPU finished before the ledger saw the submit"
+        );
         let big = (1u64 << 32) + 7;
         assert_eq!(widen(5, big), big - 2, "across the 32-bit wrap");
         assert_eq!(widen(u32::MAX, big), (1u64 << 32) - 1);

@@ -105,6 +105,8 @@ impl ResolveContext<'_> {
             .index
             .freed_overlapping(lo, hi)
             .into_iter()
+            // Bound after the cut-off: it did not exist when the GPU faulted.
+            .filter(|(_, _, f)| cut.is_none_or(|c| f.bound_sequence.is_none_or(|b| b < c)))
             .map(|(base, size, f)| {
                 let live_then = cut.is_some_and(|c| f.freed_sequence >= c);
                 Seen {

@@ -329,3 +329,45 @@ fn freed_history_older_than_the_live_neighbour_is_an_overrun_not_a_use_after_fre
     assert_eq!(f.verdict, FaultVerdict::UseAfterFree, "{}", f.summary);
     assert_eq!(f.culprit.unwrap().name.as_deref(), Some("recent"));
 }
+
+#[test]
+fn an_object_bound_and_freed_after_the_cut_did_not_exist_at_the_fault() {
+    // Found on lavapipe: wgpu's staging buffer took the freed range after the fault and was gone
+    // again before the report; it must not be taken as "live at the fault".
+    let (mut index, now) = scene();
+    let cut = 1_000;
+    let mut bind = ev(BindingKind::Bind, BUFFER, 20, 0x1000_4000, 0x10, "");
+    bind.sequence = cut + 1;
+    let mut unbind = ev(
+        BindingKind::Unbind,
+        BUFFER,
+        20,
+        0x1000_4000,
+        0x10,
+        "staging",
+    );
+    unbind.sequence = cut + 2;
+    index.apply(&bind, now);
+    index.apply(&unbind, now);
+    let ctx = ResolveContext {
+        index: &index,
+        now,
+        frame: 7,
+        as_of: Some(cut),
+    };
+    let entry = resolve(
+        &ctx,
+        FaultAddress {
+            address: 0x1000_4004,
+            precision: 1,
+            access: FaultAccess::Write,
+        },
+    );
+    assert_eq!(
+        entry.verdict,
+        FaultVerdict::UseAfterFree,
+        "{}",
+        entry.summary
+    );
+    assert_eq!(entry.culprit.unwrap().name.as_deref(), Some("old_uniforms"));
+}

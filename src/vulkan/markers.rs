@@ -112,7 +112,8 @@ impl MarkerBuffer {
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         let vulkan = |call| move |result| MarkerError::Vulkan { call, result };
         // SAFETY: valid create info on a live device.
-        let buffer = unsafe { device.create_buffer(&info, None) }.map_err(vulkan("vkCreateBuffer"))?;
+        let buffer =
+            unsafe { device.create_buffer(&info, None) }.map_err(vulkan("vkCreateBuffer"))?;
         // SAFETY: `buffer` was just created on `device`.
         let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
         // SAFETY: valid physical device of `instance`.
@@ -134,8 +135,12 @@ impl MarkerBuffer {
             vk::MemoryPropertyFlags::HOST_CACHED,
             vk::MemoryPropertyFlags::DEVICE_LOCAL,
         )
-        .or_else(|| pick(vk::MemoryPropertyFlags::empty(), vk::MemoryPropertyFlags::empty()))
-        else {
+        .or_else(|| {
+            pick(
+                vk::MemoryPropertyFlags::empty(),
+                vk::MemoryPropertyFlags::empty(),
+            )
+        }) else {
             // SAFETY: unused buffer of this device.
             unsafe { device.destroy_buffer(buffer, None) };
             return Err(MarkerError::NoHostCoherentMemory);
@@ -165,11 +170,10 @@ impl MarkerBuffer {
             .map_err(vulkan("vkBindBufferMemory"))
             .map_err(cleanup)?;
         // SAFETY: host-visible memory, mapped once for the buffer's whole life.
-        let mapped = unsafe {
-            device.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-        }
-        .map_err(vulkan("vkMapMemory"))
-        .map_err(cleanup)?;
+        let mapped =
+            unsafe { device.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
+                .map_err(vulkan("vkMapMemory"))
+                .map_err(cleanup)?;
         let words = NonNull::new(mapped as *mut AtomicU32).ok_or_else(|| {
             cleanup(MarkerError::Vulkan {
                 call: "vkMapMemory",
@@ -301,7 +305,6 @@ impl MarkerBuffer {
             None => unsafe { self.record_after_all_work(command_buffer, word, value) },
         }
     }
-
 }
 
 impl Drop for MarkerBuffer {

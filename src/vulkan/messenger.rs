@@ -5,19 +5,22 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use crate::capture::{messenger::address_binding_callback, BindingRing};
+use crate::capture::messenger::{address_binding_callback, MessengerTarget};
+use crate::capture::BindingRing;
 
 /// The registered messenger. Dropping it unregisters it; the ring it writes to is kept alive until
-/// then. It must be dropped before its instance is destroyed: its owner also holds the render device,
+/// then. Each render device gets its own, tagged with the device's generation. It must be dropped before its instance is destroyed: its owner also holds the render device,
 /// which keeps the instance alive.
 pub struct BindingMessenger {
     loader: ash::ext::debug_utils::Instance,
     handle: vk::DebugUtilsMessengerEXT,
-    _ring: Arc<BindingRing>,
+    _target: Box<MessengerTarget>,
+    device_generation: u8,
 }
 
 impl BindingMessenger {
-    /// Registers a messenger that receives `DEVICE_ADDRESS_BINDING` messages of every severity.
+    /// Registers a messenger that receives `DEVICE_ADDRESS_BINDING` messages of every severity and
+    /// stamps them with `device_generation`.
     ///
     /// # Safety
     /// `instance` was created with `VK_EXT_debug_utils` enabled and outlives the returned value.
@@ -25,7 +28,12 @@ impl BindingMessenger {
         entry: &ash::Entry,
         instance: &ash::Instance,
         ring: Arc<BindingRing>,
+        device_generation: u8,
     ) -> Result<Self, vk::Result> {
+        let target = Box::new(MessengerTarget {
+            ring,
+            device_generation,
+        });
         let loader = ash::ext::debug_utils::Instance::new(entry, instance);
         let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(
@@ -36,15 +44,21 @@ impl BindingMessenger {
             )
             .message_type(vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING)
             .pfn_user_callback(Some(address_binding_callback))
-            .user_data(Arc::as_ptr(&ring) as *mut c_void);
-        // SAFETY: valid create info; the user data (the ring) is kept alive by `_ring` for as long as
-        // the messenger exists.
+            .user_data(&*target as *const MessengerTarget as *mut c_void);
+        // SAFETY: valid create info; the user data (the boxed target, which does not move) is kept
+        // alive by `_target` for as long as the messenger exists.
         let handle = unsafe { loader.create_debug_utils_messenger(&info, None) }?;
         Ok(Self {
             loader,
             handle,
-            _ring: ring,
+            _target: target,
+            device_generation,
         })
+    }
+
+    /// The generation of the device this messenger reports for.
+    pub fn device_generation(&self) -> u8 {
+        self.device_generation
     }
 
     /// The raw handle (for diagnostics and tests).

@@ -65,7 +65,8 @@ pub struct SetupOutcome {
     pub capabilities: Option<GpuCrashCapabilities>,
     /// Registered by the device callback; the plugin moves it into the render world.
     pub messenger: Option<BindingMessenger>,
-    /// How often the device callback ran (more than once after renderer recovery).
+    /// How often the device callback ran (more than once after renderer recovery): the generation of
+    /// the latest device.
     pub device_callback_runs: u32,
     feature_chain: Option<Box<FeatureChain>>,
 }
@@ -189,11 +190,7 @@ impl VulkanSetup {
             ),
         };
         // No feature bit: offered means usable.
-        let buffer_marker = offer(
-            self.request.buffer_marker,
-            vk::AMD_BUFFER_MARKER_NAME,
-            None,
-        );
+        let buffer_marker = offer(self.request.buffer_marker, vk::AMD_BUFFER_MARKER_NAME, None);
         if buffer_marker && !args.extensions.contains(&vk::AMD_BUFFER_MARKER_NAME) {
             args.extensions.push(vk::AMD_BUFFER_MARKER_NAME);
         }
@@ -255,12 +252,19 @@ impl VulkanSetup {
             markers.insert::<ShaderAbortKhrEnabled>();
         }
 
+        // This device's generation: 1 for the app's first, one more per renderer recovery.
+        let generation = self.outcome().device_callback_runs + 1;
         // Register the messenger now, before the device exists, so no bind of the device is missed.
         let messenger = if debug_utils && self.request.address_binding_report {
             // SAFETY: the instance has VK_EXT_debug_utils and outlives the messenger (see
             // BindingMessenger's docs: its owner holds the render device).
             match unsafe {
-                BindingMessenger::register(shared.entry(), instance, Arc::clone(&self.ring))
+                BindingMessenger::register(
+                    shared.entry(),
+                    instance,
+                    Arc::clone(&self.ring),
+                    crate::capture::record::generation_tag(generation),
+                )
             } {
                 Ok(m) => Some(m),
                 Err(err) => {
@@ -304,7 +308,7 @@ impl VulkanSetup {
         };
 
         let mut outcome = self.outcome();
-        outcome.device_callback_runs += 1;
+        outcome.device_callback_runs = generation;
         outcome.capabilities = Some(capabilities);
         outcome.messenger = messenger;
         outcome.feature_chain = Some(chain);
