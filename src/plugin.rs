@@ -135,9 +135,14 @@ struct PreviousRenderErrorHandler(
 /// Marks our installation of `RenderErrorHandler`: the change tick of our insert. A handler whose
 /// last change is another tick was put there by the app (never compare function pointers: one
 /// function can have several addresses, and two can share one).
+///
+/// Bevy calls the handler inside `World::resource_scope`, which takes the resource out and inserts
+/// it again afterwards with a new change tick: our handler notes that tick in `reinserted_at`, so
+/// the re-insert of our own handler is not taken for the app's.
 #[derive(Resource)]
 struct OurRenderErrorHook {
     installed_at: Tick,
+    reinserted_at: Option<Tick>,
 }
 
 /// The shared Vulkan setup, kept in the main world so `finish` and the render world can reach it.
@@ -253,6 +258,9 @@ impl Plugin for GpuCrashReporterPlugin {
                     start_watchdog.run_if(not(resource_exists::<WatchdogGuard>)),
                 ),
             );
+        app.insert_resource(SendHeldBackOnExit(
+            app.world().resource::<CrashHandling>().clone(),
+        ));
     }
 
     fn finish(&self, app: &mut App) {
@@ -379,10 +387,22 @@ fn hook_render_errors(world: &mut World) {
         world.get_resource::<OurRenderErrorHook>(),
         world.get_resource_ref::<RenderErrorHandler>(),
     ) {
-        (Some(hook), Some(current)) => current.last_changed() == hook.installed_at,
+        (Some(hook), Some(current)) => {
+            current.last_changed() == hook.installed_at
+                || Some(current.last_changed()) == hook.reinserted_at
+        }
         _ => false,
     };
     if ours_is_current {
+        let current = world
+            .get_resource_ref::<RenderErrorHandler>()
+            .map(|h| h.last_changed());
+        if let (Some(mut hook), Some(tick)) =
+            (world.get_resource_mut::<OurRenderErrorHook>(), current)
+        {
+            hook.installed_at = tick;
+            hook.reinserted_at = None;
+        }
         return;
     }
     let previous = world
@@ -395,7 +415,10 @@ fn hook_render_errors(world: &mut World) {
         .get_resource_ref::<RenderErrorHandler>()
         .map(|h| h.last_changed())
         .unwrap_or_default();
-    world.insert_resource(OurRenderErrorHook { installed_at });
+    world.insert_resource(OurRenderErrorHook {
+        installed_at,
+        reinserted_at: None,
+    });
 }
 
 fn keep_error_hook(world: &mut World) {
@@ -412,6 +435,11 @@ fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) ->
     let reentered = IN_OUR_HANDLER.with(|flag| flag.replace(true));
     if reentered {
         return RenderErrorHandler::default().0(error, main, render);
+    }
+    // We run inside Bevy's `resource_scope`, which re-inserts our handler at this tick.
+    let tick = main.change_tick();
+    if let Some(mut hook) = main.get_resource_mut::<OurRenderErrorHook>() {
+        hook.reinserted_at = Some(tick);
     }
     if error.ty == ErrorType::DeviceLost {
         if let Some(crash) = main.get_resource::<CrashHandling>().cloned() {
@@ -494,6 +522,18 @@ fn submit_frame_end(
         timeline.frame_submitted(frame, crash.reporter.ring_position(), Instant::now());
     }
     queue.submit([buffer]);
+}
+
+/// Dropped with the app's main world when the app exits: a crash-loop report held back for later
+/// goes out then (an `AppExit` written by the app's render-error handler ends the run before any
+/// schedule could see it, so a system would miss it).
+#[derive(Resource)]
+struct SendHeldBackOnExit(CrashHandling);
+
+impl Drop for SendHeldBackOnExit {
+    fn drop(&mut self) {
+        self.0.send_held_back();
+    }
 }
 
 /// Starts the hang watchdog once (it follows whichever device is current).

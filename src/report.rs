@@ -356,6 +356,15 @@ impl BreadcrumbState {
             Self::NotStarted => "not_started",
         }
     }
+
+    /// In words, for people: `completed`, `started, not finished`, `not started`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            BreadcrumbState::Completed => "completed",
+            BreadcrumbState::Started => "started, not finished",
+            BreadcrumbState::NotStarted => "not started",
+        }
+    }
 }
 
 /// One labelled region of a frame's GPU work.

@@ -26,10 +26,17 @@ use crate::{GpuCrashReporter, GpuCrashReports};
 /// thread stuck on the GPU).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`].
+/// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`]: a game that
+/// survives its crashes (renderer recovery) and crashes again and again must not flood the project.
+///
+/// The first `max_uploads - 1` reports of a fingerprint in a window upload at once; later ones are
+/// held back: each replaces the previous held-back one in the outbox and counts the losses it stands
+/// for (`suppressed_duplicates`). The held-back report is the window's last upload: it goes out when
+/// the app exits, when the same crash comes again after the window, or at the next launch. Every
+/// report is still written to disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrashLoopLimit {
-    /// Uploads of the same fingerprint allowed in one window. Default: 3.
+    /// Uploads of the same fingerprint in one window, the held-back summary included. Default: 3.
     pub max_uploads: u32,
     /// The window. Default: 10 minutes.
     pub window: Duration,
@@ -49,8 +56,26 @@ impl Default for CrashLoopLimit {
 struct CrashLog {
     count: u32,
     last_at: Option<Instant>,
-    /// Per fingerprint: window start, uploads in it, crashes held back since the last upload.
-    uploads: Vec<(Vec<String>, Instant, u32, u32)>,
+    fingerprints: Vec<FingerprintLog>,
+}
+
+/// One fingerprint's uploads in its current window.
+struct FingerprintLog {
+    key: Vec<String>,
+    window_start: Instant,
+    uploaded: u32,
+    /// Crashes held back in this window, and the outbox file of the latest (which counts them all).
+    held: u32,
+    held_envelope: Option<PathBuf>,
+}
+
+/// What to do with a report's upload.
+#[derive(Debug, PartialEq, Eq)]
+enum Upload {
+    /// Enqueue and send now.
+    Now,
+    /// Enqueue in place of this earlier held-back envelope (if any), do not send yet.
+    Hold { replaces: Option<PathBuf> },
 }
 
 /// What the crash path needs, shared by the error handler (main world) and the watchdog thread.
@@ -187,23 +212,71 @@ impl CrashHandling {
         if let Some(path) = &path {
             self.reports.push(path.clone());
         }
-        if upload {
-            deliver(&self.outbox, &report, vendor_binary.as_deref());
-        } else {
-            warn!(
-                "GPU crash report not uploaded: the same crash was uploaded {} times in the last {} s \
-                 (crash loop); the next upload will count it",
-                self.crash_loop.max_uploads,
-                self.crash_loop.window.as_secs()
-            );
+        match upload {
+            Upload::Now => deliver(&self.outbox, &report, vendor_binary.as_deref()),
+            Upload::Hold { replaces } => self.hold(&report, vendor_binary.as_deref(), replaces),
         }
         path
     }
 
-    /// Counts the crash into the report (how many this run, since when) and decides whether it is
-    /// uploaded: at most `max_uploads` of one fingerprint per window; those held back are counted in
-    /// the next one that goes out.
-    fn count_crash(&self, report: &mut CrashReport) -> bool {
+    /// Queues a held-back report in place of the previous one; it is sent later (see
+    /// [`CrashLoopLimit`]).
+    fn hold(&self, report: &CrashReport, vendor_binary: Option<&[u8]>, replaces: Option<PathBuf>) {
+        warn!(
+            "GPU crash report held back: the same crash was uploaded {} time(s) in the last {} s \
+             (crash loop); it is sent, counting {} earlier loss(es), when the app exits or the crash \
+             recurs after the window",
+            self.crash_loop.max_uploads.saturating_sub(1),
+            self.crash_loop.window.as_secs(),
+            report.suppressed_duplicates
+        );
+        if self.outbox.dsn().is_none() {
+            return;
+        }
+        let queued = match self.outbox.enqueue(report, vendor_binary) {
+            Ok(path) => Some(path),
+            Err(err) => {
+                error!(
+                    "GPU crash report could not be queued in {}: {err}",
+                    self.outbox.dir().display()
+                );
+                None
+            }
+        };
+        if queued.is_some() {
+            if let Some(old) = replaces {
+                // The new one counts the old one's losses too.
+                let _ = std::fs::remove_file(old);
+            }
+        }
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let key = fingerprint(report);
+        if let Some(entry) = log.fingerprints.iter_mut().find(|f| f.key == key) {
+            entry.held_envelope = queued;
+        }
+    }
+
+    /// Sends the held-back crash-loop reports (the app is exiting), within the upload timeout.
+    pub(crate) fn send_held_back(&self) {
+        let held = {
+            let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            log.fingerprints
+                .iter()
+                .filter_map(|f| f.held_envelope.as_ref())
+                .any(|p| p.exists())
+        };
+        if held {
+            let summary = self.outbox.flush_at_crash();
+            info!(
+                "GPU crash reporter: sent {} held-back crash-loop report(s) at exit",
+                summary.sent
+            );
+        }
+    }
+
+    /// Counts the crash into the report (how many this run, since when) and decides its upload under
+    /// the crash-loop limit.
+    fn count_crash(&self, report: &mut CrashReport) -> Upload {
         let now = Instant::now();
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         log.count += 1;
@@ -214,25 +287,38 @@ impl CrashHandling {
         log.last_at = Some(now);
         let key = fingerprint(report);
         let limit = self.crash_loop;
-        let entry = match log.uploads.iter().position(|(k, ..)| *k == key) {
-            Some(i) => &mut log.uploads[i],
+        let index = match log.fingerprints.iter().position(|f| f.key == key) {
+            Some(i) => i,
             None => {
-                log.uploads.push((key, now, 0, 0));
-                log.uploads.last_mut().expect("just pushed")
+                log.fingerprints.push(FingerprintLog {
+                    key,
+                    window_start: now,
+                    uploaded: 0,
+                    held: 0,
+                    held_envelope: None,
+                });
+                log.fingerprints.len() - 1
             }
         };
-        if now.saturating_duration_since(entry.1) >= limit.window {
-            entry.1 = now;
-            entry.2 = 0;
+        let entry = &mut log.fingerprints[index];
+        if now.saturating_duration_since(entry.window_start) >= limit.window {
+            // A new window. A report held back in the old one is still in the outbox: the upload
+            // below sends it first (oldest first), so it is not lost.
+            entry.window_start = now;
+            entry.uploaded = 0;
+            entry.held = 0;
+            entry.held_envelope = None;
         }
-        if entry.2 >= limit.max_uploads {
-            entry.3 += 1;
-            report.suppressed_duplicates = entry.3;
-            return false;
+        if entry.uploaded + 1 < limit.max_uploads {
+            entry.uploaded += 1;
+            report.suppressed_duplicates = 0;
+            return Upload::Now;
         }
-        entry.2 += 1;
-        report.suppressed_duplicates = std::mem::take(&mut entry.3);
-        true
+        entry.held += 1;
+        report.suppressed_duplicates = entry.held - 1;
+        Upload::Hold {
+            replaces: entry.held_envelope.take(),
+        }
     }
 }
 

@@ -21,7 +21,9 @@ use serde_json::{json, Value};
 
 use super::{redacted_report, DeliverySettings};
 use crate::capture::BindingKind;
-use crate::report::{BindingEventEntry, CrashKind, CrashReport, Culprit, FaultEntry, FrameTiming};
+use crate::report::{
+    BindingEventEntry, BreadcrumbState, CrashKind, CrashReport, Culprit, FaultEntry, FrameTiming,
+};
 
 /// Exception type of a device loss.
 pub const DEVICE_LOST_TYPE: &str = "VK_ERROR_DEVICE_LOST";
@@ -29,6 +31,9 @@ pub const DEVICE_LOST_TYPE: &str = "VK_ERROR_DEVICE_LOST";
 pub const GPU_HANG_TYPE: &str = "GPU_HANG";
 /// Breadcrumb category of binding events.
 pub const BINDING_CATEGORY: &str = "gpu.binding";
+/// Breadcrumb category of GPU breadcrumbs (frame and render-pass markers); also the tag naming the
+/// pass the GPU was executing.
+pub const PASS_CATEGORY: &str = "gpu.pass";
 
 /// Longest tag value Sentry accepts.
 const MAX_TAG_LEN: usize = 200;
@@ -58,7 +63,9 @@ pub fn blamed(report: &CrashReport) -> Option<&Culprit> {
     }
 }
 
-/// `["gpu-crash", kind, verdict, culprit]`: the same bug on many machines groups into one issue.
+/// `["gpu-crash", kind, verdict, culprit]`, plus the GPU stage in flight when breadcrumbs named one:
+/// the same bug on many machines groups into one issue, and hangs in different passes are different
+/// issues.
 ///
 /// The culprit is the [`blamed`] object's label when it has a name (`buffer "particles"`); an
 /// unnamed one is `"<TYPE> (unnamed)"`, because its label contains a handle that differs per run.
@@ -73,12 +80,16 @@ pub fn fingerprint(report: &CrashReport) -> Vec<String> {
         Some(c) => format!("{} (unnamed)", c.object_type),
         None => "unknown".to_owned(),
     };
-    vec![
+    let mut parts = vec![
         "gpu-crash".to_owned(),
         kind_name(report.kind).to_owned(),
         verdict.to_owned(),
         culprit,
-    ]
+    ];
+    if let Some(stage) = &report.gpu_stage {
+        parts.push(stage.clone());
+    }
+    parts
 }
 
 /// `bind BUFFER "particles" 0x1000..0x2000 (frame 12)`; unnamed objects show their handle.
@@ -314,6 +325,14 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> V
     if let Some(name) = culprit.and_then(|c| c.name.clone()) {
         tag("gpu.culprit", name);
     }
+    if let Some(stage) = &report.gpu_stage {
+        tag(PASS_CATEGORY, stage.clone());
+    }
+    tag(
+        "gpu.device_generation",
+        report.device_generation.to_string(),
+    );
+    tag("gpu.crashes_this_run", report.crashes_this_run.to_string());
     if let Some(drill) = &report.drill {
         tag("drill", drill.clone());
     }
@@ -368,6 +387,21 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> V
     }
     extra.insert("notes".to_owned(), json!(notes));
     extra.insert("frame".to_owned(), json!(report.frame));
+    extra.insert(
+        "crashes_this_run".to_owned(),
+        json!(report.crashes_this_run),
+    );
+    extra.insert(
+        "ms_since_previous_crash".to_owned(),
+        json!(report.ms_since_previous_crash),
+    );
+    extra.insert(
+        "suppressed_duplicates".to_owned(),
+        json!(report.suppressed_duplicates),
+    );
+    if !report.breadcrumbs.is_empty() {
+        extra.insert("gpu_breadcrumbs".to_owned(), to_value(&report.breadcrumbs));
+    }
     extra.insert("gpu_capabilities".to_owned(), to_value(&report.gpu));
     extra.insert("application".to_owned(), to_value(&report.application));
     extra.insert(
@@ -614,6 +648,8 @@ fn breadcrumbs(
     }
     let frames = &report.frames[report.frames.len() - frames_kept..];
     crumbs.extend(frames.iter().map(|f| frame_crumb(f, crash_time)));
+    // Sorting is stable: pass crumbs share the crash time and stay in recording order, last.
+    crumbs.extend(pass_crumbs(report, crash_time, max / 4, trimmed));
     // Stable: binding events with one timestamp stay in sequence order.
     crumbs.sort_by_key(|c| c.timestamp);
     if max > 0 {
@@ -632,6 +668,57 @@ fn breadcrumbs(
         });
     }
     crumbs
+}
+
+/// The GPU breadcrumbs of the frames in flight, in order (`frame 61: Core3d MainPass of camera
+/// "main": started, not finished`), at most `max`, keeping those nearest the in-flight stage.
+fn pass_crumbs(
+    report: &CrashReport,
+    crash_time: SystemTime,
+    max: usize,
+    trimmed: &mut Vec<String>,
+) -> Vec<Breadcrumb> {
+    let all: Vec<(u64, &crate::report::GpuBreadcrumb)> = report
+        .breadcrumbs
+        .iter()
+        .flat_map(|f| f.breadcrumbs.iter().map(move |b| (f.frame, b)))
+        .collect();
+    let skip = all.len().saturating_sub(max);
+    if skip > 0 {
+        trimmed.push(format!(
+            "breadcrumbs: kept the last {} of {} GPU pass markers",
+            all.len() - skip,
+            all.len()
+        ));
+    }
+    all[skip..]
+        .iter()
+        .map(|(frame, b)| {
+            let mut data = Map::new();
+            data.insert("frame".into(), json!(frame));
+            data.insert("label".into(), json!(b.label));
+            data.insert("state".into(), json!(b.state.as_str()));
+            if let Some(camera) = &b.camera {
+                data.insert("camera".into(), json!(camera));
+            }
+            Breadcrumb {
+                timestamp: crash_time,
+                ty: "default".into(),
+                category: Some(PASS_CATEGORY.into()),
+                level: match b.state {
+                    BreadcrumbState::Started => Level::Error,
+                    BreadcrumbState::Completed => Level::Info,
+                    BreadcrumbState::NotStarted => Level::Debug,
+                },
+                message: Some(format!(
+                    "frame {frame}: {}: {}",
+                    b.describe(),
+                    b.state.describe()
+                )),
+                data,
+            }
+        })
+        .collect()
 }
 
 /// `frame 12 submitted 48 ms before the crash, completed after 3 ms` (or `never completed`).

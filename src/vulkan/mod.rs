@@ -71,6 +71,18 @@ pub struct SetupOutcome {
     feature_chain: Option<Box<FeatureChain>>,
 }
 
+impl Drop for SetupOutcome {
+    /// A messenger still here was never adopted by a render device (the app exited while Bevy was
+    /// re-creating its renderer). Its instance may already be destroyed, and destroying a messenger
+    /// after its instance is undefined behaviour (a crash in the loader, seen on lavapipe), so it is
+    /// leaked: a few bytes, once, at exit.
+    fn drop(&mut self) {
+        if let Some(messenger) = self.messenger.take() {
+            std::mem::forget(messenger);
+        }
+    }
+}
+
 /// State shared by the `raw_vulkan_init` callbacks and the plugin.
 pub struct VulkanSetup {
     ring: Arc<BindingRing>,
@@ -310,7 +322,11 @@ impl VulkanSetup {
         let mut outcome = self.outcome();
         outcome.device_callback_runs = generation;
         outcome.capabilities = Some(capabilities);
-        outcome.messenger = messenger;
+        if let Some(unadopted) = std::mem::replace(&mut outcome.messenger, messenger) {
+            // A device callback before never got its device (creation failed): its instance may be
+            // gone, so the messenger is leaked rather than destroyed (see `SetupOutcome`'s Drop).
+            std::mem::forget(unadopted);
+        }
         outcome.feature_chain = Some(chain);
     }
 }

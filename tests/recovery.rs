@@ -1,0 +1,322 @@
+//! The game survives its GPU crash: with an app whose `RenderErrorHandler` returns
+//! `Recover(default())`, Bevy rebuilds its renderer after each device loss, and every loss gets its
+//! own report for its own device (generation 1, 2, 3...). A crash loop does not flood the project,
+//! and the app's own policy is never changed by the plugin.
+//!
+//! On lavapipe under the crash drill layer, which re-arms its use-after-free on every new device.
+//! Each case runs this test binary again as a child (`child` below, an ignored test that only the
+//! parent starts) because the Vulkan loader reads its environment once per process.
+
+mod common;
+mod deliver_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::prelude::*;
+use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
+use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
+use bevy::render::renderer::RenderDevice;
+use bevy::render::settings::RenderCreation;
+use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::{CrashLoopLimit, GpuCrashReporterPlugin};
+
+const SCRATCH: &str = "recovery_scratch";
+
+/// Builds the drill layer once per test binary; returns its manifest folder.
+fn layer_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer-recovery");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
+            .arg(&dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo xtask layer-manifest");
+        assert!(status.success(), "building the drill layer failed");
+        dir
+    })
+}
+
+struct Run {
+    dir: PathBuf,
+    output: Output,
+    reports: Vec<CrashReport>,
+}
+
+impl Run {
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+}
+
+/// Runs the child with `policy` until it has seen `losses` device losses (or its time is up).
+fn run(name: &str, policy: &str, losses: u32, env: &[(&str, &str)]) -> Run {
+    let dir = common::scratch_dir(&format!("recovery-{name}"));
+    let reports_dir = dir.join("reports");
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RECOVERY_POLICY", policy)
+        .env("RECOVERY_LOSSES", losses.to_string())
+        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
+        .env("GPU_CRASH_REPORT_DIR", &reports_dir)
+        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
+        .env("GPU_CRASH_DRILL", format!("use-after-free:{SCRATCH}"))
+        .env_remove("SENTRY_DSN");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("spawn child");
+    let mut reports: Vec<CrashReport> = std::fs::read_dir(&reports_dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .map(|p| read_report(&p).unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    reports.sort_by_key(|r| r.crashes_this_run);
+    Run {
+        dir,
+        output,
+        reports,
+    }
+}
+
+#[test]
+fn three_losses_give_three_reports_one_per_device_generation() {
+    let run = run("three", "recover", 3, &[]);
+    let stderr = run.stderr();
+    assert_eq!(run.output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("recovery child: loss 3"), "{stderr}");
+    assert_eq!(run.reports.len(), 3, "{stderr}");
+    for (i, report) in run.reports.iter().enumerate() {
+        let generation = i as u32 + 1;
+        assert_eq!(report.device_generation, generation, "{}", report.summary);
+        assert_eq!(report.crashes_this_run, generation);
+        assert_eq!(report.kind, CrashKind::DeviceLost);
+        let fault = &report.faults[0];
+        assert_eq!(
+            fault.verdict,
+            FaultVerdict::UseAfterFree,
+            "{}",
+            fault.summary
+        );
+        let culprit = fault.culprit.as_ref().unwrap();
+        assert_eq!(culprit.name.as_deref(), Some(SCRATCH), "{}", fault.summary);
+        assert_eq!(
+            report.ms_since_previous_crash.is_some(),
+            generation > 1,
+            "generation {generation}"
+        );
+    }
+    // The index of a new device starts empty: the old device's ranges are not "live" on it. With
+    // carried-over state each report would count every earlier device's binds as well.
+    let binds: Vec<u64> = run.reports.iter().map(|r| r.index_stats.binds).collect();
+    eprintln!("binds per device: {binds:?}");
+    assert!(
+        binds.iter().all(|&b| b > 0 && b < binds[0] * 3 / 2),
+        "each report counts its own device's binds only: {binds:?}"
+    );
+}
+
+/// 20 losses within seconds, at most 3 uploads: two at once, the last held back and sent at exit,
+/// counting the 17 losses it stands for. Checked in a real Bugsink.
+#[test]
+fn a_crash_loop_uploads_at_most_the_limit_and_the_last_counts_the_rest() {
+    let server = deliver_support::bugsink("recovery");
+    let run = run(
+        "loop",
+        "recover",
+        20,
+        &[
+            ("SENTRY_DSN", server.dsn.as_str()),
+            ("RECOVERY_MAX_UPLOADS", "3"),
+        ],
+    );
+    let stderr = run.stderr();
+    assert_eq!(run.output.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        run.reports.len(),
+        20,
+        "every loss is written to disk: {stderr}"
+    );
+    let uploaded: Vec<&CrashReport> = run
+        .reports
+        .iter()
+        .filter(|r| server.event(&r.id).is_some())
+        .collect();
+    let generations: Vec<u32> = uploaded.iter().map(|r| r.device_generation).collect();
+    assert_eq!(generations, vec![1, 2, 20], "uploaded: {stderr}");
+    let last = uploaded[2];
+    assert_eq!(last.suppressed_duplicates, 17);
+    let stored = server.event(&last.id).unwrap();
+    assert_eq!(stored["data"]["extra"]["suppressed_duplicates"], 17);
+    assert_eq!(stored["data"]["tags"]["gpu.crashes_this_run"], "20");
+    assert_eq!(stored["data"]["tags"]["gpu.device_generation"], "20");
+    let outbox = run.dir.join("reports").join("outbox");
+    let left = std::fs::read_dir(&outbox)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().is_file())
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        left, 0,
+        "held-back reports are sent or replaced, none left behind"
+    );
+}
+
+#[test]
+fn stop_rendering_keeps_the_app_running_with_one_report() {
+    let run = run("stop", "stop", 1, &[]);
+    let stderr = run.stderr();
+    assert_eq!(run.output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("recovery child: still running 120 frames after the loss"),
+        "{stderr}"
+    );
+    assert_eq!(run.reports.len(), 1, "{stderr}");
+    assert_eq!(run.reports[0].device_generation, 1);
+}
+
+#[test]
+fn the_default_policy_still_exits_with_one_report() {
+    let run = run("default", "default", 1, &[]);
+    let stderr = run.stderr();
+    assert_ne!(
+        run.output.status.code(),
+        Some(0),
+        "Bevy's default quits: {stderr}"
+    );
+    assert!(!stderr.contains("recovery child: timed out"), "{stderr}");
+    assert_eq!(run.reports.len(), 1, "{stderr}");
+}
+
+// ------------------------------------------------------------------------------------ the child
+
+static LOSSES: AtomicU32 = AtomicU32::new(0);
+
+fn target_losses() -> u32 {
+    std::env::var("RECOVERY_LOSSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The app's own policy, as a game would write it.
+fn app_handler(error: &RenderError, main: &mut World, _render: &mut World) -> RenderErrorPolicy {
+    let policy = std::env::var("RECOVERY_POLICY").unwrap_or_default();
+    if error.ty == ErrorType::DeviceLost {
+        let n = LOSSES.fetch_add(1, Ordering::SeqCst) + 1;
+        eprintln!("recovery child: loss {n}");
+        if policy == "recover" && n >= target_losses() {
+            main.write_message(AppExit::Success);
+        }
+    }
+    match policy.as_str() {
+        "stop" => RenderErrorPolicy::StopRendering,
+        _ => RenderErrorPolicy::Recover(RenderCreation::default()),
+    }
+}
+
+/// The app each case runs: the plugin, a labelled scratch buffer per frame, and the app's policy.
+#[test]
+#[ignore = "child process entry point: the tests above start it with RECOVERY_POLICY set"]
+fn child() {
+    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    let max_uploads = std::env::var("RECOVERY_MAX_UPLOADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CrashLoopLimit::default().max_uploads);
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin {
+        application_name: Some("recovery".into()),
+        crash_loop_limit: CrashLoopLimit {
+            max_uploads,
+            ..default()
+        },
+        ..default()
+    })
+    .add_plugins(common::headless_default_plugins())
+    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+    .add_systems(Update, (per_frame_buffers, watch_the_run));
+    if std::env::var("RECOVERY_POLICY").as_deref() != Ok("default") {
+        app.insert_resource(RenderErrorHandler(app_handler));
+    }
+    let exit = app.run();
+    std::process::exit(match exit {
+        AppExit::Success => 0,
+        AppExit::Error(code) => i32::from(code.get()),
+    });
+}
+
+/// A scratch buffer as games make for transient data: from the 20th frame on a device (after its
+/// start-up allocations settled), created on even frames and dropped on odd ones, so its range is
+/// free when the drill's use-after-free fires and nothing else is mistaken for the culprit.
+fn per_frame_buffers(
+    device: Res<RenderDevice>,
+    mut frames_on_device: Local<u32>,
+    mut last: Local<Vec<Buffer>>,
+) {
+    if device.is_changed() {
+        *frames_on_device = 0;
+        last.clear(); // buffers of a lost device
+    }
+    *frames_on_device += 1;
+    for buffer in last.drain(..) {
+        buffer.destroy();
+    }
+    if *frames_on_device < 20 || *frames_on_device % 2 == 1 {
+        return;
+    }
+    last.push(device.create_buffer(&BufferDescriptor {
+        label: Some(SCRATCH),
+        size: 96 * 1024,
+        usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    }));
+}
+
+/// Ends a `stop` run 120 frames after the loss (the app kept running) and any run after 90 s.
+fn watch_the_run(
+    mut started: Local<Option<Instant>>,
+    mut after_loss: Local<u32>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    let started = *started.get_or_insert_with(Instant::now);
+    if started.elapsed() > Duration::from_secs(90) {
+        eprintln!("recovery child: timed out");
+        exit.write(AppExit::error());
+        return;
+    }
+    if std::env::var("RECOVERY_POLICY").as_deref() == Ok("stop")
+        && LOSSES.load(Ordering::SeqCst) > 0
+    {
+        *after_loss += 1;
+        if *after_loss == 120 {
+            eprintln!("recovery child: still running 120 frames after the loss");
+            exit.write(AppExit::Success);
+        }
+    }
+}
