@@ -13,9 +13,13 @@
 //!   cargo run --release --example frame_overhead -- --compare --rounds 3 --frames 300
 //! ```
 //!
-//! One run prints a line `frame_overhead plugin=<0|1|2> frames=<n> median_us=.. mean_us=.. p90_us=..
+//! One run prints a line `frame_overhead plugin=<0|1|2|3> frames=<n> median_us=.. mean_us=.. p90_us=..
 //! events=.. dropped=..` (events: binding events the reporter indexed; 0 when the driver gives no
-//! binding report). plugin=0: no plugin, 1: plugin, 2: plugin without binding capture.
+//! binding report). plugin=0: no plugin, 1: plugin, 2: plugin without binding capture, 3: plugin
+//! without GPU breadcrumbs (`gpu_breadcrumbs: false`).
+//!
+//! `--scene` adds a 3D camera rendering 400 lit cubes into a 1280x720 offscreen image, so the
+//! core-pipeline breadcrumbs (per camera stage) are recorded; `--churn 0` turns the buffer churn off.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -32,8 +36,10 @@ use bevy_gpu_crash_reporter::{GpuCrashReporter, GpuCrashReporterPlugin};
 const BUFFERS_PER_FRAME: usize = 1_000;
 
 struct Args {
-    /// 0: no plugin, 1: plugin, 2: plugin without binding capture.
+    /// 0: no plugin, 1: plugin, 2: plugin without binding capture, 3: plugin without breadcrumbs.
     plugin: u8,
+    scene: bool,
+    churn: usize,
     compare: bool,
     rounds: usize,
     frames: usize,
@@ -43,6 +49,8 @@ struct Args {
 fn parse_args() -> Args {
     let mut args = Args {
         plugin: 1,
+        scene: false,
+        churn: BUFFERS_PER_FRAME,
         compare: false,
         rounds: 3,
         frames: 300,
@@ -58,13 +66,17 @@ fn parse_args() -> Args {
         match a.as_str() {
             "--no-plugin" => args.plugin = 0,
             "--no-bindings" => args.plugin = 2,
+            "--no-breadcrumbs" => args.plugin = 3,
+            "--scene" => args.scene = true,
+            "--churn" => args.churn = number("--churn"),
             "--compare" => args.compare = true,
             "--rounds" => args.rounds = number("--rounds"),
             "--frames" => args.frames = number("--frames"),
             "--warmup" => args.warmup = number("--warmup"),
             other => panic!(
-                "unknown argument {other}; usage: frame_overhead [--no-plugin | --no-bindings] [--compare] \
-                 [--rounds N] [--frames N] [--warmup N]"
+                "unknown argument {other}; usage: frame_overhead [--no-plugin | --no-bindings | \
+                 --no-breadcrumbs] [--scene] [--churn N] [--compare] [--rounds N] [--frames N] \
+                 [--warmup N]"
             ),
         }
     }
@@ -84,7 +96,8 @@ fn main() -> AppExit {
     let mut app = App::new();
     if args.plugin != 0 {
         app.add_plugins(GpuCrashReporterPlugin {
-            capture_address_bindings: args.plugin == 1,
+            capture_address_bindings: args.plugin != 2,
+            gpu_breadcrumbs: args.plugin != 3,
             application_name: Some("frame_overhead".into()),
             report_dir: Some(std::env::temp_dir().join("frame_overhead_reports")),
             ..default()
@@ -100,8 +113,12 @@ fn main() -> AppExit {
             times: Vec::with_capacity(args.frames),
             cpu_start: None,
         })
+        .insert_resource(ChurnPerFrame(args.churn))
         .add_systems(First, time_frame)
         .add_systems(Update, churn_buffers);
+    if args.scene {
+        app.add_systems(Startup, scene);
+    }
     app.run()
 }
 
@@ -181,11 +198,18 @@ struct Churn {
     last: Vec<Buffer>,
 }
 
-fn churn_buffers(device: Res<RenderDevice>, mut churn: Local<Churn>) {
+#[derive(Resource)]
+struct ChurnPerFrame(usize);
+
+fn churn_buffers(
+    device: Res<RenderDevice>,
+    per_frame: Res<ChurnPerFrame>,
+    mut churn: Local<Churn>,
+) {
     for buffer in churn.last.drain(..) {
         buffer.destroy();
     }
-    for _ in 0..BUFFERS_PER_FRAME {
+    for _ in 0..per_frame.0 {
         churn.last.push(device.create_buffer(&BufferDescriptor {
             label: Some("particle_chunk"),
             size: 4096,
@@ -193,6 +217,60 @@ fn churn_buffers(device: Res<RenderDevice>, mut churn: Local<Churn>) {
             mapped_at_creation: false,
         }));
     }
+}
+
+/// A 3D camera drawing 400 lit cubes (20 x 20, two materials) into a 1280x720 offscreen image.
+fn scene(
+    mut commands: Commands,
+    mut images: ResMut<Assets<Image>>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+) {
+    use bevy::asset::RenderAssetUsages;
+    use bevy::camera::RenderTarget;
+    use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
+    let mut target = Image::new_fill(
+        Extent3d {
+            width: 1280,
+            height: 720,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        &[0, 0, 0, 255],
+        TextureFormat::Rgba8UnormSrgb,
+        RenderAssetUsages::default(),
+    );
+    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
+    commands.spawn((
+        Name::new("main"),
+        Camera3d::default(),
+        RenderTarget::Image(images.add(target).into()),
+        Transform::from_xyz(0.0, 18.0, 24.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    let cube = meshes.add(Cuboid::new(0.8, 0.8, 0.8));
+    let looks = [
+        materials.add(StandardMaterial::from(Color::srgb(0.8, 0.3, 0.2))),
+        materials.add(StandardMaterial {
+            metallic: 0.9,
+            perceptual_roughness: 0.3,
+            ..default()
+        }),
+    ];
+    for i in 0..400 {
+        let (x, z) = ((i % 20) as f32 - 9.5, (i / 20) as f32 - 9.5);
+        commands.spawn((
+            Mesh3d(cube.clone()),
+            MeshMaterial3d(looks[i % 2].clone()),
+            Transform::from_xyz(x, 0.0, z),
+        ));
+    }
+    commands.spawn((
+        DirectionalLight {
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(4.0, 10.0, 6.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
 }
 
 /// One child run's result line, parsed.
@@ -211,13 +289,21 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
         &args.frames.to_string(),
         "--warmup",
         &args.warmup.to_string(),
+        "--churn",
+        &args.churn.to_string(),
     ]);
+    if args.scene {
+        cmd.arg("--scene");
+    }
     match plugin {
         0 => {
             cmd.arg("--no-plugin");
         }
         2 => {
             cmd.arg("--no-bindings");
+        }
+        3 => {
+            cmd.arg("--no-breadcrumbs");
         }
         _ => {}
     }
@@ -260,16 +346,21 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn compare(args: &Args) {
     println!(
-        "frame_overhead --compare: {} rounds of (no plugin, plugin without binding capture, plugin), \
-         {} frames each after {} warm-up, {} buffers created+destroyed per frame",
-        args.rounds, args.frames, args.warmup, BUFFERS_PER_FRAME
+        "frame_overhead --compare: {} rounds of (no plugin, plugin without binding capture, plugin \
+         without breadcrumbs, plugin), {} frames each after {} warm-up, {} buffers created+destroyed \
+         per frame, 3D scene {}",
+        args.rounds,
+        args.frames,
+        args.warmup,
+        args.churn,
+        if args.scene { "on" } else { "off" }
     );
-    // Per configuration (0: none, 1: plugin, 2: plugin without bindings): medians, CPU per frame.
-    let mut frame: [Vec<f64>; 3] = Default::default();
-    let mut cpu: [Vec<f64>; 3] = Default::default();
+    // Per configuration (0: none, 1: plugin, 2: no bindings, 3: no breadcrumbs): medians, CPU.
+    let mut frame: [Vec<f64>; 4] = Default::default();
+    let mut cpu: [Vec<f64>; 4] = Default::default();
     let (mut events, mut dropped) = (0, 0);
     for _ in 0..args.rounds {
-        for plugin in [0u8, 2, 1] {
+        for plugin in [0u8, 2, 3, 1] {
             let r = run_child(args, plugin);
             frame[plugin as usize].push(r.median_us);
             cpu[plugin as usize].push(r.cpu_us);
@@ -281,7 +372,11 @@ fn compare(args: &Args) {
     }
     let f: Vec<f64> = frame.iter_mut().map(|v| median(v)).collect();
     let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
-    for (plugin, name) in [(2, "plugin without binding capture"), (1, "plugin")] {
+    for (plugin, name) in [
+        (2, "plugin without binding capture"),
+        (3, "plugin without breadcrumbs"),
+        (1, "plugin"),
+    ] {
         println!(
             "frame_overhead summary [{name}]: median frame {:.1} us vs {:.1} us without plugin, \
              ratio {:.3} ({:+.1}%); process CPU per frame {:.1} us vs {:.1} us, ratio {:.3}",
@@ -294,6 +389,14 @@ fn compare(args: &Args) {
             c[plugin] / c[0],
         );
     }
+    println!(
+        "frame_overhead summary [breadcrumbs]: median frame with {:.1} us vs without {:.1} us, \
+         ratio {:.3}; process CPU per frame ratio {:.3}",
+        f[1],
+        f[3],
+        f[1] / f[3],
+        c[1] / c[3]
+    );
     println!(
         "frame_overhead summary: binding events indexed per plugin run {}, dropped {} in all",
         events / args.rounds.max(1) as u64,

@@ -27,13 +27,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bevy::ecs::system::SystemState;
 use bevy::prelude::*;
 use bevy::render::render_resource::{BufferDescriptor, BufferUsages};
-use bevy::render::renderer::RenderDevice;
+use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::index::{allocator_names, AddressIndex};
 use bevy_gpu_crash_reporter::{
-    GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
+    GpuBreadcrumbs, GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
 };
 
 /// `examples/gpu_validation_shaders/write_storage.spvasm`, assembled with
@@ -43,6 +44,8 @@ const WRITE_STORAGE_SPV: &[u8] = include_bytes!("gpu_validation_shaders/write_st
 /// Name of the buffer the real-fault mode frees while the GPU still uses it.
 const VICTIM: &str = "gpu_validation_victim";
 const VICTIM_SIZE: u64 = 2 * 1024 * 1024;
+/// The breadcrumb around the faulting compute dispatch.
+const FAULTING_PASS: &str = "gpu_validation: victim write (compute)";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
@@ -64,6 +67,9 @@ struct Config {
     deadline: Duration,
     /// Where capture mode writes the live ranges and allocator blocks (`GPU_VALIDATION_DUMP`).
     dump: Option<std::path::PathBuf>,
+    /// Capture mode blocks the main thread this long at frame 60 (`GPU_VALIDATION_PAUSE_S`): a
+    /// healthy pause (a loading hitch, a debugger stop), which must never be reported as a hang.
+    pause: Duration,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -108,6 +114,7 @@ fn config() -> Config {
             .map(Duration::from_secs)
             .unwrap_or(hang_timeout * 2 + Duration::from_secs(3)),
         dump: std::env::var_os("GPU_VALIDATION_DUMP").map(Into::into),
+        pause: Duration::from_secs(env_num("GPU_VALIDATION_PAUSE_S", 0u64)),
     }
 }
 
@@ -244,6 +251,14 @@ fn finish(
             std::process::exit(0);
         }
         return;
+    }
+    if *frame == 60 && !config.pause.is_zero() {
+        eprintln!(
+            "gpu_validation: pausing the main thread for {} s (no frames)",
+            config.pause.as_secs()
+        );
+        std::thread::sleep(config.pause);
+        eprintln!("gpu_validation: pause over");
     }
     if *frame < config.frames {
         return;
@@ -519,9 +534,24 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
         .map(|c| c.vendor_id)
         .unwrap_or(0);
     let free_memory = config.free_memory.unwrap_or(vendor == 0x10de);
+    // The faulting dispatch is the game's own GPU work: label it with the public breadcrumb API, so
+    // the report says the GPU was inside it. Markers go through wgpu's queue, in order with the raw
+    // submit on the same VkQueue.
+    let queue = world.resource::<RenderQueue>().clone();
+    let mut breadcrumbs = SystemState::<GpuBreadcrumbs>::new(world);
+    let breadcrumbs = breadcrumbs
+        .get(world)
+        .expect("GpuBreadcrumbs has no required resource");
+    if let Some(begin) = breadcrumbs.begin_command_buffer(&device, FAULTING_PASS) {
+        queue.submit([begin]);
+    }
     // SAFETY: raw Vulkan on wgpu's device; every object below is ours, and this exclusive system
     // runs after Bevy's submit, so nothing else uses the queue concurrently.
-    match unsafe { submit_use_after_free(&device, free_memory) } {
+    let submitted = unsafe { submit_use_after_free(&device, free_memory) };
+    if let Some(end) = breadcrumbs.end_command_buffer(&device, FAULTING_PASS) {
+        queue.submit([end]);
+    }
+    match submitted {
         Ok((fence, victim)) => {
             *fault.victim.lock().unwrap() = victim;
             *fault.injected_at.lock().unwrap() = Some(Instant::now());

@@ -186,11 +186,74 @@ device4() {
     tar -C $logs -czf "$OUT/run4-results.tar.gz" .
 }
 
+# Build for batch 5 (issues 10-11, breadcrumbs): dev-profile binaries (dependencies at opt-level 1,
+# as the tests; a release build of Bevy does not fit this session on 2 cores), plus the breadcrumbs
+# test binary whose ignored `child` test is a Camera3d app.
+build5() {
+    cargo build --example gpu_validation --example frame_overhead --example crash_drill
+    # The layer as the tests built it (`cargo xtask layer-manifest`, run by tests/breadcrumbs.rs).
+    cargo test --test breadcrumbs --no-run 2>&1 | tail -1
+    [ -f target/tmp/drill-layer-breadcrumbs/VK_LAYER_gpu_crash_drill.json ] \
+        || cargo run -q -p xtask -- layer-manifest target/tmp/drill-layer-breadcrumbs
+    local child
+    child=$(ls -t target/debug/deps/breadcrumbs-* | grep -v '\.d$' | head -1)
+    rm -rf .devrun && mkdir -p .devrun/layer /tmp/gv-stage && rm -rf /tmp/gv-stage/*
+    cp target/debug/libgpu_crash_drill_layer.so .devrun/layer/
+    sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
+        target/tmp/drill-layer-breadcrumbs/VK_LAYER_gpu_crash_drill.json \
+        > .devrun/layer/VK_LAYER_gpu_crash_drill.json
+    cp target/debug/examples/gpu_validation target/debug/examples/frame_overhead \
+        target/debug/examples/crash_drill /tmp/gv-stage/
+    cp "$child" /tmp/gv-stage/breadcrumbs_test
+    strip /tmp/gv-stage/gpu_validation /tmp/gv-stage/frame_overhead /tmp/gv-stage/crash_drill \
+        /tmp/gv-stage/breadcrumbs_test .devrun/layer/libgpu_crash_drill_layer.so
+    tar -C /tmp/gv-stage -cf - gpu_validation frame_overhead crash_drill breadcrumbs_test \
+        | xz -T0 -6 > .devrun/bins.tar.xz
+    git rev-parse HEAD > .devrun/commit
+    ls -la .devrun .devrun/layer
+}
+
+# Batch 5: the real fault with its compute pass labelled, a 20 s healthy pause, the drill's
+# hang-in-pass in a Camera3d app, and the breadcrumbs' frame-time cost.
+device5() {
+    setup_device
+    echo "commit $(cat .devrun/commit)" | tee -a $logs/env.txt
+    echo "== (1) real fault, hang timeout 3 s"
+    t0=$(date +%s)
+    GPU_VALIDATION_HANG_TIMEOUT_MS=3000 GPU_VALIDATION_DEADLINE_S=60 GPU_CRASH_REPORT_DIR=$logs/real-fault \
+        timeout -s KILL 120 $bin/gpu_validation real-fault > $logs/real-fault.out 2> $logs/real-fault.err
+    echo "real-fault rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "GPU hang|report written|GPU_VALIDATION_RESULT|submitted" $logs/real-fault.err \
+        $logs/real-fault.out | cut -c1-400 | head -8 || true
+    echo "== (2) a 20 s pause of the main thread, hang timeout 3 s: no report expected"
+    t0=$(date +%s)
+    GPU_VALIDATION_PAUSE_S=20 GPU_VALIDATION_FRAMES=200 GPU_VALIDATION_HANG_TIMEOUT_MS=3000 \
+        GPU_CRASH_REPORT_DIR=$logs/pause timeout -s KILL 120 $bin/gpu_validation capture \
+        > $logs/pause.out 2> $logs/pause.err
+    echo "pause rc=$? after $(( $(date +%s) - t0 )) s; reports: $(ls $logs/pause/*.json 2>/dev/null | wc -l)"
+    grep -E "pausing|pause over|GPU hang" $logs/pause.err | cut -c1-300 | head -5 || true
+    echo "== (3) drill hang-in-pass:main_opaque_pass_3d in a Camera3d app"
+    t0=$(date +%s)
+    VK_LAYER_PATH=$layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+        GPU_CRASH_DRILL=hang-in-pass:main_opaque_pass_3d GPU_CRASH_REPORT_DIR=$logs/hang-in-pass \
+        timeout -s KILL 90 $bin/breadcrumbs_test --exact child --ignored --nocapture \
+        > $logs/hang-in-pass.out 2> $logs/hang-in-pass.err
+    echo "hang-in-pass rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "injected|GPU hang|report written|buffer marker" $logs/hang-in-pass.err | cut -c1-400 | head -6 || true
+    echo "== (4) breadcrumbs cost: 3D scene, no churn, alternating processes"
+    timeout -s KILL 300 $bin/frame_overhead --compare --scene --churn 0 --rounds 5 --frames 400 --warmup 100 \
+        > $logs/overhead-scene.out 2> $logs/overhead-scene.err
+    echo "overhead-scene rc=$?"; grep -E "summary|frame_overhead plugin" $logs/overhead-scene.out | cut -c1-300
+    tar -C $logs -czf "$OUT/run5-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
+    build5) build5 ;;
+    device5) device5 ;;
     device) device ;;
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | device | device2 | device3 | device4"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5"; exit 2 ;;
 esac

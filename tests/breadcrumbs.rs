@@ -1,0 +1,251 @@
+//! GPU breadcrumbs: a GPU that hangs inside the main opaque pass of a 3D camera gets a report that
+//! says so. On lavapipe under the crash drill layer, whose `hang-in-pass` really stops the GPU right
+//! after the pass's debug label, and which provides `VK_AMD_buffer_marker` (emulated with
+//! `vkCmdFillBuffer`) so the same marker path runs as on NVIDIA and AMD drivers.
+//!
+//! The case runs this test binary again as a child (`child` below, an ignored test that only the
+//! parent starts) because the Vulkan loader reads its environment once per process.
+
+mod common;
+mod deliver_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::asset::RenderAssetUsages;
+use bevy::camera::RenderTarget;
+use bevy::core_pipeline::{Core3d, Core3dSystems};
+use bevy::prelude::*;
+use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
+use bevy::render::renderer::RenderContext;
+use bevy::render::RenderApp;
+use bevy_gpu_crash_reporter::report::{read_report, BreadcrumbState, CrashKind, CrashReport};
+use bevy_gpu_crash_reporter::{BreadcrumbWriter, GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
+
+const HANG_TIMEOUT: Duration = Duration::from_secs(2);
+/// wgpu's debug label of bevy_core_pipeline's main opaque pass (`main_opaque_pass_3d_node.rs`).
+const MAIN_OPAQUE_PASS: &str = "main_opaque_pass_3d";
+/// The game's own breadcrumb, recorded with the public API inside the prepass stage.
+const GAME_WORK: &str = "game: particle simulation";
+
+/// Builds the drill layer once per test binary; returns its manifest folder.
+fn layer_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer-breadcrumbs");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
+            .arg(&dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo xtask layer-manifest");
+        assert!(status.success(), "building the drill layer failed");
+        dir
+    })
+}
+
+fn run(name: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Vec<CrashReport>) {
+    let dir = common::scratch_dir(&format!("breadcrumbs-{name}"));
+    let reports_dir = dir.join("reports");
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
+        .env("GPU_CRASH_REPORT_DIR", &reports_dir)
+        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
+        .env("GPU_CRASH_DRILL", scenario)
+        .env_remove("SENTRY_DSN");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("spawn child");
+    let reports = std::fs::read_dir(&reports_dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .map(|p| read_report(&p).unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    (output, reports)
+}
+
+#[test]
+fn a_hang_in_the_main_opaque_pass_names_that_pass_and_lands_in_bugsink() {
+    let server = deliver_support::bugsink("breadcrumbs");
+    let (output, reports) = run(
+        "opaque",
+        &format!("hang-in-pass:{MAIN_OPAQUE_PASS}"),
+        &[("SENTRY_DSN", server.dsn.as_str())],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("injected hang in pass \"{MAIN_OPAQUE_PASS}\"")),
+        "the layer hung the GPU in the pass: {stderr}"
+    );
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert_eq!(reports.len(), 1, "{stderr}");
+    let report = &reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang);
+
+    // The frame in flight: every stage of camera "main" in recording order, with its state.
+    let frame = report
+        .breadcrumbs
+        .iter()
+        .find(|f| f.in_flight().is_some())
+        .unwrap_or_else(|| panic!("no breadcrumb in flight: {:#?}", report.breadcrumbs));
+    let state_of = |label: &str| {
+        let at = frame
+            .breadcrumbs
+            .iter()
+            .position(|b| b.label == label)
+            .unwrap_or_else(|| panic!("{label} missing: {:#?}", frame.breadcrumbs));
+        (at, frame.breadcrumbs[at].state)
+    };
+    let (prepass, prepass_state) = state_of("Core3d Prepass");
+    let (game, game_state) = state_of(GAME_WORK);
+    let (main, main_state) = state_of("Core3d MainPass");
+    let (post, post_state) = state_of("Core3d PostProcess");
+    assert!(prepass < game && game < main && main < post, "{frame:#?}");
+    assert_eq!(prepass_state, BreadcrumbState::Completed, "{frame:#?}");
+    assert_eq!(game_state, BreadcrumbState::Completed, "{frame:#?}");
+    assert_eq!(main_state, BreadcrumbState::Started, "{frame:#?}");
+    assert_eq!(post_state, BreadcrumbState::NotStarted, "{frame:#?}");
+    let in_flight = frame.in_flight().unwrap();
+    assert_eq!(in_flight.label, "Core3d MainPass");
+    assert_eq!(in_flight.camera.as_deref(), Some("main"));
+    assert!(
+        report
+            .summary
+            .contains("during Core3d MainPass of camera \"main\""),
+        "{}",
+        report.summary
+    );
+    // The report says which marker mechanism ran: here the layer's VK_AMD_buffer_marker.
+    assert_eq!(
+        report.gpu.breadcrumbs,
+        Some(BreadcrumbWriter::AmdBufferMarker)
+    );
+
+    // The Sentry event: the pass as a tag, the breadcrumbs in its breadcrumb list, and the stage
+    // in the fingerprint (hangs in different passes are different issues).
+    let stored = server
+        .event(&report.id)
+        .unwrap_or_else(|| panic!("event {} not in Bugsink: {stderr}", report.id));
+    let event = &stored["data"];
+    assert_eq!(
+        event["tags"]["gpu.pass"], "Core3d MainPass of camera \"main\"",
+        "{event:#}"
+    );
+    let crumbs = event["breadcrumbs"]["values"].as_array().unwrap();
+    let pass_crumbs: Vec<&str> = crumbs
+        .iter()
+        .filter(|c| c["category"] == "gpu.pass")
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(
+        pass_crumbs
+            .iter()
+            .any(|m| m.contains("Core3d MainPass of camera \"main\": started, not finished")),
+        "{pass_crumbs:#?}"
+    );
+    assert!(
+        pass_crumbs.iter().any(|m| m.contains(GAME_WORK)),
+        "{pass_crumbs:#?}"
+    );
+    assert!(
+        event["fingerprint"].to_string().contains("Core3d MainPass"),
+        "{}",
+        event["fingerprint"]
+    );
+}
+
+// ------------------------------------------------------------------------------------ the child
+
+/// A 3D camera named "main" drawing one cube into an offscreen image, and a game breadcrumb.
+#[test]
+#[ignore = "child process entry point: the test above starts it"]
+fn child() {
+    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin {
+        hang_timeout: HANG_TIMEOUT,
+        on_hang: OnHang::Exit(3),
+        application_name: Some("breadcrumbs".into()),
+        ..default()
+    })
+    .add_plugins(common::headless_default_plugins())
+    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+    .add_systems(Startup, scene)
+    .add_systems(Update, stop_after_a_while);
+    app.sub_app_mut(RenderApp)
+        .add_systems(Core3d, game_work.in_set(Core3dSystems::Prepass));
+    let exit = app.run();
+    std::process::exit(match exit {
+        AppExit::Success => 0,
+        AppExit::Error(code) => i32::from(code.get()),
+    });
+}
+
+fn scene(
+    mut commands: Commands,
+    mut images: ResMut<Assets<Image>>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+) {
+    let mut target = Image::new_fill(
+        Extent3d {
+            width: 256,
+            height: 256,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        &[0, 0, 0, 255],
+        TextureFormat::Rgba8UnormSrgb,
+        RenderAssetUsages::default(),
+    );
+    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
+    let target = images.add(target);
+    commands.spawn((
+        Name::new("main"),
+        Camera3d::default(),
+        RenderTarget::Image(target.into()),
+        Transform::from_xyz(0.0, 1.5, 4.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    commands.spawn((
+        Mesh3d(meshes.add(Cuboid::default())),
+        MeshMaterial3d(materials.add(StandardMaterial::default())),
+    ));
+    commands.spawn(DirectionalLight::default());
+}
+
+/// The game's own GPU work, labelled with the public breadcrumb API.
+fn game_work(mut ctx: RenderContext, breadcrumbs: GpuBreadcrumbs) {
+    breadcrumbs.begin(&mut ctx, GAME_WORK);
+    breadcrumbs.end(&mut ctx, GAME_WORK);
+}
+
+/// The drill hangs the GPU long before this; a run that gets here had no hang.
+fn stop_after_a_while(mut frames: Local<u32>, mut exit: MessageWriter<AppExit>) {
+    *frames += 1;
+    if *frames == 3_000 {
+        eprintln!("breadcrumbs child: no hang after 3000 frames");
+        exit.write(AppExit::Success);
+    }
+}
