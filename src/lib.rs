@@ -34,6 +34,7 @@
 mod breadcrumbs;
 pub mod capture;
 mod crash;
+mod data_dir;
 pub mod deliver;
 pub mod index;
 mod plugin;

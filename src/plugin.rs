@@ -264,6 +264,7 @@ impl Plugin for GpuCrashReporterPlugin {
     }
 
     fn finish(&self, app: &mut App) {
+        warn_if_vulkan_not_asked_for(app);
         let Some(setup) = app.world().get_resource::<VulkanSetupHandle>().cloned() else {
             return;
         };
@@ -313,6 +314,34 @@ impl Plugin for GpuCrashReporterPlugin {
                         .before(RenderGraphSystems::Submit),
                 );
             crate::breadcrumbs::install(render_app, sessions);
+        }
+    }
+}
+
+/// Says once what our dependency does to the app's backend choice: Bevy's `raw_vulkan_init` feature,
+/// which this crate turns on for the whole app, makes Bevy 0.19 create a Vulkan-only instance and
+/// ignore `WgpuSettings::backends` (other backends only if Vulkan fails to start). An app that asked
+/// for a backend set without Vulkan (e.g. DX12 only) gets Vulkan anyway: say so.
+fn warn_if_vulkan_not_asked_for(app: &App) {
+    use bevy::render::settings::{Backends, RenderCreation};
+    let from_settings = app
+        .get_added_plugins::<RenderPlugin>()
+        .first()
+        .and_then(|render| match &render.render_creation {
+            RenderCreation::Automatic(settings) => settings.backends,
+            RenderCreation::Manual(_) => None,
+        });
+    let from_env = std::env::var("WGPU_BACKEND")
+        .ok()
+        .map(|v| Backends::from_comma_list(&v));
+    if let Some(asked) = from_env.or(from_settings) {
+        if !asked.contains(Backends::VULKAN) {
+            warn!(
+                "GPU crash reporter: the app asks for {asked:?} without Vulkan, but this plugin turns \
+                 on Bevy's `raw_vulkan_init`, under which Bevy 0.19 always tries Vulkan first and \
+                 ignores the backend setting; the game renders through Vulkan where a Vulkan driver \
+                 exists. Remove the plugin for a non-Vulkan build."
+            );
         }
     }
 }

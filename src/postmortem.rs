@@ -34,25 +34,22 @@ pub const REPORT_DIR_ENV: &str = "GPU_CRASH_REPORT_DIR";
 /// (`$XDG_DATA_HOME/<app>/gpu-crash-reports`, `%LOCALAPPDATA%\<app>\gpu-crash-reports`,
 /// `~/Library/Application Support/<app>/gpu-crash-reports`).
 pub fn report_dir(setting: Option<&Path>, application: &str) -> PathBuf {
-    if let Some(dir) = std::env::var_os(REPORT_DIR_ENV).filter(|d| !d.is_empty()) {
+    report_dir_with(|name| std::env::var_os(name), setting, application)
+}
+
+/// [`report_dir`] reading the environment through `env` (so tests need not touch the process's).
+fn report_dir_with(
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    setting: Option<&Path>,
+    application: &str,
+) -> PathBuf {
+    if let Some(dir) = env(REPORT_DIR_ENV).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
     if let Some(dir) = setting {
         return dir.to_owned();
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let base = if cfg!(windows) {
-        std::env::var_os("LOCALAPPDATA").map(PathBuf::from)
-    } else if cfg!(target_os = "macos") {
-        home.map(|h| h.join("Library/Application Support"))
-    } else {
-        std::env::var_os("XDG_DATA_HOME")
-            .map(PathBuf::from)
-            .or_else(|| home.map(|h| h.join(".local/share")))
-    };
-    base.unwrap_or_else(std::env::temp_dir)
-        .join(application)
-        .join("gpu-crash-reports")
+    crate::data_dir::app_data_dir(env, application).join("gpu-crash-reports")
 }
 
 /// Runs `work` on its own thread and waits at most `timeout`: at crash time wgpu's locks may be
@@ -495,11 +492,33 @@ mod tests {
     #[test]
     fn report_dir_prefers_env_then_setting() {
         let setting = Path::new("/tmp/from-setting");
-        // The env var is process-global; this test only reads it when unset by others.
-        if std::env::var_os(REPORT_DIR_ENV).is_none() {
-            assert_eq!(report_dir(Some(setting), "game"), setting);
-            assert!(report_dir(None, "game").ends_with("game/gpu-crash-reports"));
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let with_env = env(&[(REPORT_DIR_ENV, "/tmp/from-env"), ("HOME", "/home/p")]);
+        assert_eq!(
+            report_dir_with(&with_env, Some(setting), "game"),
+            Path::new("/tmp/from-env")
+        );
+        let without = env(&[("HOME", "/home/p")]);
+        assert_eq!(report_dir_with(&without, Some(setting), "game"), setting);
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                report_dir_with(&without, None, "game"),
+                Path::new("/home/p/.local/share/game/gpu-crash-reports")
+            );
+            let xdg = env(&[("HOME", "/home/p"), ("XDG_DATA_HOME", "/data")]);
+            assert_eq!(
+                report_dir_with(&xdg, None, "game"),
+                Path::new("/data/game/gpu-crash-reports")
+            );
         }
+        let empty = env(&[(REPORT_DIR_ENV, ""), ("HOME", "/home/p")]);
+        assert_eq!(report_dir_with(&empty, Some(setting), "game"), setting);
     }
 
     fn context(

@@ -22,29 +22,50 @@ fn added_after_render_plugin_reports_how_to_fix_the_order() {
 }
 
 /// An app that installs its own `RenderErrorHandler` after startup keeps its policy, and our report
-/// still runs first: the hook re-wraps whatever handler is current.
+/// still runs first: the hook re-wraps whatever handler is current. Proven by calling the installed
+/// handler as Bevy does (inside `World::resource_scope`, which re-inserts it with a new change tick)
+/// twice, with frames between: the app's handler runs each time and its policy comes back.
 #[test]
 fn an_app_handler_installed_later_is_wrapped_not_replaced() {
-    use bevy::render::error_handler::{RenderErrorHandler, RenderErrorPolicy};
+    use bevy::render::error_handler::{
+        ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy,
+    };
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static APP_HANDLER_RAN: AtomicU32 = AtomicU32::new(0);
     common::use_lavapipe();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin::default())
         .add_plugins(common::headless_default_plugins());
     common::finish(&mut app);
     app.update();
-    fn app_policy(
-        _: &bevy::render::error_handler::RenderError,
-        _: &mut World,
-        _: &mut World,
-    ) -> RenderErrorPolicy {
+    fn app_policy(_: &RenderError, _: &mut World, _: &mut World) -> RenderErrorPolicy {
+        APP_HANDLER_RAN.fetch_add(1, Ordering::SeqCst);
         RenderErrorPolicy::StopRendering
     }
     app.insert_resource(RenderErrorHandler(app_policy));
     app.update();
-    let installed = app.world().resource::<RenderErrorHandler>().0;
-    let theirs = RenderErrorHandler(app_policy).0;
-    assert_ne!(
-        installed as usize, theirs as usize,
-        "ours must be in front again"
-    );
+    let mut render_world = World::new();
+    for round in 1..=2 {
+        let error = RenderError {
+            ty: ErrorType::Validation,
+            description: "plugin_order test".into(),
+            source: None,
+        };
+        let policy = app
+            .world_mut()
+            .resource_scope(|main, handler: Mut<RenderErrorHandler>| {
+                (handler.0)(&error, main, &mut render_world)
+            });
+        assert!(
+            matches!(policy, RenderErrorPolicy::StopRendering),
+            "round {round}: the app's policy comes back"
+        );
+        assert_eq!(
+            APP_HANDLER_RAN.load(Ordering::SeqCst),
+            round,
+            "round {round}: the app's own handler ran"
+        );
+        app.update();
+        app.update();
+    }
 }

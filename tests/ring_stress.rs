@@ -149,7 +149,7 @@ fn concurrent_consumer_accounts_for_every_record() {
 }
 
 /// A level load: 100,000 binds within one frame, from two driver threads, each event costing the
-/// driver at least 3 us (FACTS.md: 3-20 us per event on the NVIDIA driver). The indexer thread is
+/// driver at least 3 us (docs/driver-facts.md: 3-20 us per event for raw allocate+bind cycles on the NVIDIA driver). The indexer thread is
 /// woken at half full and must keep up with a ring far smaller than the burst.
 #[test]
 fn level_load_burst_of_100k_binds_loses_nothing() {

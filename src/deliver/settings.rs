@@ -162,24 +162,9 @@ impl DeliverySettings {
 /// `~/Library/Application Support/<exe>/gpu-crash-outbox` on macOS,
 /// `$XDG_DATA_HOME` (or `~/.local/share`)`/<exe>/gpu-crash-outbox` elsewhere; the temp dir as last resort.
 pub fn default_outbox_dir() -> PathBuf {
-    let env_dir = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let home = env_dir("HOME");
-    let base = if cfg!(windows) {
-        env_dir("LOCALAPPDATA")
-    } else if cfg!(target_os = "macos") {
-        home.map(|h| h.join("Library/Application Support"))
-    } else {
-        env_dir("XDG_DATA_HOME").or_else(|| home.map(|h| h.join(".local/share")))
-    };
     let game = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "bevy-game".to_owned());
-    base.unwrap_or_else(std::env::temp_dir)
-        .join(game)
-        .join("gpu-crash-outbox")
+    crate::data_dir::app_data_dir(|name| std::env::var_os(name), &game).join("gpu-crash-outbox")
 }

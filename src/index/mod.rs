@@ -2,7 +2,7 @@
 //! objects behind them are called.
 //!
 //! It folds [`BindingRecord`]s in the order the ring delivers them and tolerates what real drivers
-//! send (see `FACTS.md`): duplicate binds of one range, unbinds never bound, several objects over one
+//! send (see docs/driver-facts.md): duplicate binds of one range, unbinds never bound, several objects over one
 //! range (aliasing), partial unbinds of sparse resources, reallocation as unbind + bind, and objects
 //! flagged `INTERNAL_OBJECT` whose handles later become the application's. Memory is bounded by
 //! [`IndexSettings`].

@@ -24,7 +24,7 @@ pub const ADJACENT_OVERRUN: u64 = 256;
 
 /// Why culprits carry no opaque capture address: wgpu 29 allocates through gpu-allocator, which sets
 /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT` at most, never `..._CAPTURE_REPLAY_BIT`; for such memory
-/// `vkGetDeviceMemoryOpaqueCaptureAddress` is undefined (the H200 returned 0, FACTS.md).
+/// `vkGetDeviceMemoryOpaqueCaptureAddress` is undefined (the H200 returned 0: docs/driver-facts.md).
 pub const CAPTURE_REPLAY_UNAVAILABLE: &str = "not recorded: wgpu's allocator does not allocate memory \
      with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT, so no opaque capture address exists for it";
 

@@ -142,6 +142,15 @@ fn append_list(existing: Option<OsString>, item: &str, sep: char) -> OsString {
 }
 
 fn drill(release: bool, rest: Vec<String>) -> Result<ExitCode, String> {
+    if let Err(missing) = vulkan_driver_present() {
+        // One line, before anything is built: Bevy's own answer is a panic ("Unable to find a GPU!").
+        eprintln!(
+            "xtask drill: {missing}; install the software Vulkan driver and loader \
+             (Debian/Ubuntu: `apt-get install mesa-vulkan-drivers libvulkan1`, or `bash .ci/run`, \
+             which installs them and runs the tests) and run it again"
+        );
+        return Ok(ExitCode::from(2));
+    }
     let example_args: Vec<String> = match rest.split_first() {
         None => Vec::new(),
         Some((first, tail)) if first == "--" => tail.to_vec(),
@@ -177,6 +186,59 @@ fn drill(release: bool, rest: Vec<String>) -> Result<ExitCode, String> {
         // Killed by a signal: report failure.
         None => ExitCode::FAILURE,
     })
+}
+
+/// Whether the Vulkan loader and at least one driver (ICD manifest) can be found, as the loader
+/// looks for them on Linux: `VK_DRIVER_FILES` / `VK_ICD_FILENAMES` when set (files or folders),
+/// else the standard `vulkan/icd.d` folders. Elsewhere the check is skipped (`Ok`).
+fn vulkan_driver_present() -> Result<(), String> {
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    let loader = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/lib",
+        "/lib/x86_64-linux-gnu",
+    ]
+    .iter()
+    .any(|dir| Path::new(dir).join("libvulkan.so.1").exists());
+    if !loader {
+        return Err("no Vulkan loader (libvulkan.so.1) found".into());
+    }
+    let explicit = std::env::var("VK_DRIVER_FILES")
+        .or_else(|_| std::env::var("VK_ICD_FILENAMES"))
+        .ok()
+        .filter(|v| !v.is_empty());
+    let candidates: Vec<PathBuf> = match &explicit {
+        Some(list) => list.split(':').map(PathBuf::from).collect(),
+        None => {
+            let data_dirs = std::env::var("XDG_DATA_DIRS")
+                .unwrap_or_else(|_| "/usr/local/share:/usr/share".into());
+            ["/etc".to_owned()]
+                .into_iter()
+                .chain(data_dirs.split(':').map(str::to_owned))
+                .map(|dir| Path::new(&dir).join("vulkan/icd.d"))
+                .collect()
+        }
+    };
+    let is_manifest = |p: &Path| p.is_file() && p.extension().is_some_and(|e| e == "json");
+    let found = candidates.iter().any(|p| {
+        is_manifest(p)
+            || std::fs::read_dir(p)
+                .map(|d| d.filter_map(Result::ok).any(|e| is_manifest(&e.path())))
+                .unwrap_or(false)
+    });
+    if found {
+        Ok(())
+    } else if let Some(list) = explicit {
+        Err(format!(
+            "no Vulkan driver manifest at VK_DRIVER_FILES/VK_ICD_FILENAMES={list}"
+        ))
+    } else {
+        Err("no Vulkan driver found (no ICD manifest in /etc or /usr/share vulkan/icd.d)".into())
+    }
 }
 
 #[cfg(test)]
