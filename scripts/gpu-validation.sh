@@ -247,13 +247,48 @@ device5() {
     tar -C $logs -czf "$OUT/run5-results.tar.gz" .
 }
 
+# Batch 6: batch 5 again after two fixes it found (breadcrumb begin markers at BOTTOM_OF_PIPE, the
+# frame-end marker after the app's Cleanup-time submits), and the cost runs with the child's stderr.
+device6() {
+    setup_device
+    echo "commit $(cat .devrun/commit)" | tee -a $logs/env.txt
+    echo "== (1) real fault, hang timeout 3 s"
+    GPU_VALIDATION_HANG_TIMEOUT_MS=3000 GPU_VALIDATION_DEADLINE_S=60 GPU_CRASH_REPORT_DIR=$logs/real-fault \
+        timeout -s KILL 120 $bin/gpu_validation real-fault > $logs/real-fault.out 2> $logs/real-fault.err
+    echo "real-fault rc=$?"
+    grep -E "^GPU hang" $logs/real-fault.err | cut -c1-400 | head -3 || true
+    echo "== (2) drill hang-in-pass:main_opaque_pass_3d in a Camera3d app"
+    VK_LAYER_PATH=$layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+        GPU_CRASH_DRILL=hang-in-pass:main_opaque_pass_3d GPU_CRASH_REPORT_DIR=$logs/hang-in-pass \
+        timeout -s KILL 90 $bin/breadcrumbs_test --exact child --ignored --nocapture \
+        > $logs/hang-in-pass.out 2> $logs/hang-in-pass.err
+    echo "hang-in-pass rc=$?"
+    grep -E "injected|^GPU hang" $logs/hang-in-pass.err | cut -c1-400 | head -4 || true
+    echo "== (3) one scene run, no plugin, stderr kept"
+    t0=$(date +%s)
+    RUST_LOG=info timeout -s KILL 90 $bin/frame_overhead --no-plugin --scene --churn 0 --frames 100 --warmup 20 \
+        > $logs/scene-one.out 2> $logs/scene-one.err
+    echo "scene-one rc=$? after $(( $(date +%s) - t0 )) s"; cat $logs/scene-one.out
+    grep -iE "error|panic|warn" $logs/scene-one.err | cut -c1-300 | head -8 || true
+    echo "== (4) breadcrumbs cost: 3D scene, no churn, alternating processes"
+    timeout -s KILL 200 $bin/frame_overhead --compare --scene --churn 0 --rounds 5 --frames 300 --warmup 60 \
+        > $logs/overhead-scene.out 2> $logs/overhead-scene.err
+    echo "overhead-scene rc=$?"; grep -E "summary|frame_overhead plugin" $logs/overhead-scene.out | cut -c1-300
+    echo "== (5) 1,000 buffers churned per frame, no scene, alternating processes"
+    timeout -s KILL 150 $bin/frame_overhead --compare --rounds 3 --frames 300 --warmup 60 \
+        > $logs/overhead-churn.out 2> $logs/overhead-churn.err
+    echo "overhead-churn rc=$?"; grep -E "summary|frame_overhead plugin" $logs/overhead-churn.out | cut -c1-300
+    tar -C $logs -czf "$OUT/run6-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
+    device6) device6 ;;
     build5) build5 ;;
     device5) device5 ;;
     device) device ;;
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5 | device6"; exit 2 ;;
 esac

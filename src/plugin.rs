@@ -304,7 +304,8 @@ impl Plugin for GpuCrashReporterPlugin {
                         begin_gpu_frame
                             .in_set(RenderSystems::Render)
                             .before(render_system),
-                        submit_frame_end.in_set(RenderSystems::Cleanup),
+                        // PostCleanup: after the app's own Cleanup-time submissions, so they count as this frame's.
+                        submit_frame_end.in_set(RenderSystems::PostCleanup),
                     ),
                 )
                 .add_systems(

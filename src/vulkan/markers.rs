@@ -35,7 +35,10 @@ pub(crate) fn marker_word(frame: u64, marker: usize) -> usize {
 /// Where in the pipeline a breadcrumb is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MarkerStage {
-    /// Once every earlier command has *started* (`TOP_OF_PIPE`): the work after it has begun.
+    /// Once every earlier command has *finished* (`BOTTOM_OF_PIPE`): the GPU got to the work
+    /// after it. Not `TOP_OF_PIPE`: on the H200 a top-of-pipe marker of a later stage was written
+    /// while an earlier stage was still stuck (every later stage read "started"), because commands
+    /// of later command buffers may start before earlier ones finish.
     Begun,
     /// Once every earlier command has *finished* (`BOTTOM_OF_PIPE`): the work before it is done.
     Finished,
@@ -286,8 +289,9 @@ impl MarkerBuffer {
         match &self.amd {
             Some(amd) => {
                 let stage = match stage {
-                    MarkerStage::Begun => vk::PipelineStageFlags::TOP_OF_PIPE,
-                    MarkerStage::Finished => vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                    MarkerStage::Begun | MarkerStage::Finished => {
+                        vk::PipelineStageFlags::BOTTOM_OF_PIPE
+                    }
                 };
                 // SAFETY: VK_AMD_buffer_marker is enabled (checked at creation); valid recording
                 // command buffer (caller); our TRANSFER_DST buffer, 4-byte aligned in-bounds offset.
