@@ -457,14 +457,20 @@ impl DeviceTracker {
 /// `VkDebugUtilsObjectNameInfoEXT` naming the object.
 ///
 /// Must be called without any layer lock held: the callback is application code.
+///
+/// The read side of `instance.messengers` is held for the whole delivery (the list is read and every
+/// callback called under it): `vkDestroyDebugUtilsMessengerEXT` removes a messenger under the write
+/// side, so it waits for a delivery in flight, and once it returns no callback of that messenger is
+/// called again. No other layer lock is taken while it is held (locking order: `dispatch.rs`).
 pub(crate) fn emit(instance: &InstanceData, events: &[BindingEvent]) {
     if events.is_empty() {
         return;
     }
-    let messengers: Vec<_> = instance
+    let list = instance
         .messengers
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
+    let messengers: Vec<_> = list
         .iter()
         .filter(|m| {
             m.severity
@@ -472,7 +478,6 @@ pub(crate) fn emit(instance: &InstanceData, events: &[BindingEvent]) {
                 && m.types
                     .contains(vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING)
         })
-        .copied()
         .collect();
     if messengers.is_empty() {
         return;
@@ -516,8 +521,9 @@ pub(crate) fn emit(instance: &InstanceData, events: &[BindingEvent]) {
         };
         for m in &messengers {
             if let Some(cb) = m.callback {
-                // SAFETY: `cb` is the application's callback registered with this messenger; every
-                // pointer in `data` refers to locals that outlive the call, as the spec requires.
+                // SAFETY: `cb` is the application's callback registered with this messenger, which is
+                // not destroyed yet (the read side of `messengers` is held, see above); every pointer
+                // in `data` refers to locals that outlive the call, as the spec requires.
                 unsafe {
                     cb(
                         vk::DebugUtilsMessageSeverityFlagsEXT::INFO,

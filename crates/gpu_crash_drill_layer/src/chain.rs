@@ -6,6 +6,10 @@
 //! `VkDeviceCreateInfo` extension structures of ash's Vulkan version are in `chain_sizes.rs`, plus the
 //! loader's own link structure. An unknown node before a removed one makes the strip fail, and the
 //! caller passes the chain through unchanged (drivers ignore structures they do not know).
+//!
+//! Output chains (`vkGetPhysicalDeviceFeatures2` / `vkGetPhysicalDeviceProperties2`) are the
+//! application's memory for the driver to write during the call anyway, so [`unlink`] removes nodes in
+//! place (no size needed) and restores every changed `pNext` when its result drops.
 
 use std::ffi::c_void;
 
@@ -46,6 +50,58 @@ pub(crate) unsafe fn for_each(
         // SAFETY: valid chain per the caller.
         p = unsafe { (*p).p_next };
     }
+}
+
+/// Nodes unlinked in place from an output chain by [`unlink`]; dropping it restores the chain.
+pub(crate) struct Unlinked {
+    /// Each kept node whose `pNext` was changed, with its original `pNext`.
+    changed: Vec<(
+        *mut vk::BaseOutStructure<'static>,
+        *mut vk::BaseOutStructure<'static>,
+    )>,
+}
+
+impl Drop for Unlinked {
+    fn drop(&mut self) {
+        for &(node, next) in self.changed.iter().rev() {
+            // SAFETY: `node` is a node of the chain `unlink` was given, which the caller keeps valid
+            // and writable while this value lives; this writes back the `pNext` it had.
+            unsafe { (*node).p_next = next };
+        }
+    }
+}
+
+/// Unlinks, in place, every node after `head` for which `remove` is true (`head` itself stays), by
+/// pointing each kept node at the next kept one; the returned value restores the original links when
+/// it drops. The removed nodes themselves are not touched.
+///
+/// # Safety
+/// `head` must be a valid, writable structure with a valid, writable `pNext` chain that outlives the
+/// returned value, and nobody else may read or change the chain meanwhile except through `head`.
+pub(crate) unsafe fn unlink(
+    head: *mut vk::BaseOutStructure<'static>,
+    remove: impl Fn(vk::StructureType) -> bool,
+) -> Unlinked {
+    let mut changed = Vec::new();
+    let mut kept = head;
+    // SAFETY: valid chain per the caller; every node is read before it is possibly skipped, and only
+    // the `pNext` of kept nodes (the head included) is written.
+    unsafe {
+        let mut p = (*head).p_next;
+        while !p.is_null() {
+            let next = (*p).p_next;
+            if remove((*p).s_type) {
+                if changed.last().map(|&(n, _)| n) != Some(kept) {
+                    changed.push((kept, (*kept).p_next));
+                }
+                (*kept).p_next = next;
+            } else {
+                kept = p;
+            }
+            p = next;
+        }
+    }
+    Unlinked { changed }
 }
 
 /// Returns a chain equal to `head` minus the nodes for which `remove` is true.
@@ -146,6 +202,59 @@ mod tests {
             first.p_next,
             (&mut ours as *mut vk::PhysicalDeviceFaultFeaturesEXT<'_>).cast()
         );
+    }
+
+    #[test]
+    fn unlinks_in_place_and_restores_on_drop() {
+        let mut last = vk::PhysicalDeviceVulkan12Features::default();
+        let mut ours2 = vk::PhysicalDeviceAddressBindingReportFeaturesEXT {
+            p_next: (&mut last as *mut vk::PhysicalDeviceVulkan12Features<'_>).cast(),
+            ..Default::default()
+        };
+        let mut ours1 = vk::PhysicalDeviceFaultFeaturesEXT {
+            p_next: (&mut ours2 as *mut vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>)
+                .cast(),
+            ..Default::default()
+        };
+        let mut mid = vk::PhysicalDeviceVulkan11Features {
+            p_next: (&mut ours1 as *mut vk::PhysicalDeviceFaultFeaturesEXT<'_>).cast(),
+            ..Default::default()
+        };
+        let mut ours0 = vk::PhysicalDeviceFaultFeaturesEXT {
+            p_next: (&mut mid as *mut vk::PhysicalDeviceVulkan11Features<'_>).cast(),
+            ..Default::default()
+        };
+        let mut head = vk::PhysicalDeviceFeatures2 {
+            p_next: (&mut ours0 as *mut vk::PhysicalDeviceFaultFeaturesEXT<'_>).cast(),
+            ..Default::default()
+        };
+        let head_ptr = (&mut head as *mut vk::PhysicalDeviceFeatures2<'_>).cast::<c_void>();
+        let types_from = |h: *const c_void| {
+            let mut types = Vec::new();
+            // SAFETY: a valid chain of locals.
+            unsafe { for_each(h, |n| types.push((*n).s_type)) };
+            types
+        };
+        let before = types_from(head_ptr);
+        let is_ours = |t| {
+            t == vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT
+                || t == vk::StructureType::PHYSICAL_DEVICE_ADDRESS_BINDING_REPORT_FEATURES_EXT
+        };
+        {
+            // SAFETY: a valid chain of locals, alive and otherwise untouched until `unlinked` drops.
+            let unlinked = unsafe { unlink(head_ptr.cast(), is_ours) };
+            assert_eq!(
+                types_from(head_ptr),
+                [
+                    vk::StructureType::PHYSICAL_DEVICE_FEATURES_2,
+                    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES
+                ]
+            );
+            drop(unlinked);
+        }
+        assert_eq!(types_from(head_ptr), before);
+        assert_eq!(before.len(), 6);
     }
 
     #[test]

@@ -6,12 +6,22 @@
 //!
 //! Locking: one global `Mutex` guards the maps of `Arc`s; it is held only to look up or insert.
 //! Per-device state has its own `Mutex`. No lock is ever held while calling down the chain or into an
-//! application callback (either could call back into the layer), except the leaf lock
-//! `DeviceData::drill_event` around `vkSetEvent` / `vkDestroyEvent` (see there).
+//! application callback (either could call back into the layer), with two exceptions:
+//!
+//! - the leaf lock `DeviceData::drill_event` around `vkSetEvent` / `vkDestroyEvent` (see there);
+//! - the read side of `InstanceData::messengers` around the delivery of the layer's own binding
+//!   reports to the application's callbacks (`bindings::emit`). Its write side is taken only by
+//!   `vkCreateDebugUtilsMessengerEXT` / `vkDestroyDebugUtilsMessengerEXT` to change the list, never
+//!   while calling down the chain. An application callback must not call Vulkan commands (spec), so
+//!   it cannot need the write side, and `emit` is only ever called with no other layer lock held.
+//!
+//! Order: no lock is taken while the maps lock is held (a lookup or insert only); a device's
+//! `state` may be held while taking its `drill_event` (never the reverse); an instance's `messengers`
+//! (either side) is taken with no other layer lock held, and no layer lock is taken while it is held.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ash::vk::{self, Handle};
 
@@ -162,7 +172,11 @@ pub(crate) struct InstanceData {
     pub fns: InstanceFns,
     pub config: Config,
     pub app: AppInfo,
-    pub messengers: Mutex<Vec<Messenger>>,
+    /// The application's debug messengers. `bindings::emit` holds the read side while it calls their
+    /// callbacks; `vkDestroyDebugUtilsMessengerEXT` removes a messenger under the write side, so it
+    /// waits for every delivery in flight and no callback of a destroyed messenger runs after the
+    /// destroy returns (see the module doc for the locking order).
+    pub messengers: RwLock<Vec<Messenger>>,
 }
 
 /// Per-device data.
@@ -245,19 +259,11 @@ pub(crate) fn remove_instance(key: usize) -> Option<Arc<InstanceData>> {
     with_maps(|m| m.instances.remove(&key))
 }
 
-/// Instance data by dispatch key (of the instance or one of its physical devices).
+/// Instance data by dispatch key (of the instance or one of its physical devices, which share the
+/// instance's dispatch table in the Vulkan loader). An unknown key is `None`: the layer never guesses
+/// which instance a handle belongs to; callers pass through or fail the call.
 pub(crate) fn instance_by_key(key: usize) -> Option<Arc<InstanceData>> {
-    with_maps(|m| {
-        m.instances.get(&key).cloned().or_else(|| {
-            // A loader that gives physical devices their own dispatch table: with a single instance
-            // (the usual case) there is no ambiguity.
-            if m.instances.len() == 1 {
-                m.instances.values().next().cloned()
-            } else {
-                None
-            }
-        })
-    })
+    with_maps(|m| m.instances.get(&key).cloned())
 }
 
 pub(crate) fn insert_device(key: usize, data: Arc<DeviceData>) {
@@ -319,3 +325,102 @@ macro_rules! hook {
     }};
 }
 pub(crate) use hook;
+
+/// Fake instances for unit tests: a dispatchable handle is a pointer to a word holding its dispatch
+/// key, so a boxed word that holds its own address is a handle the maps can know.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+    use crate::config::Config;
+
+    /// Serializes the unit tests that use the global maps or the mock driver's state.
+    pub(crate) fn serial() -> MutexGuard<'static, ()> {
+        static LOCK: Mutex<()> = Mutex::new(());
+        LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A dispatchable handle with a fresh dispatch key, known to the maps only once registered.
+    pub(crate) struct FakeHandle(Box<usize>);
+
+    impl FakeHandle {
+        pub(crate) fn new() -> Self {
+            let mut word = Box::new(0usize);
+            *word = &*word as *const usize as usize;
+            Self(word)
+        }
+
+        pub(crate) fn key(&self) -> usize {
+            *self.0
+        }
+
+        pub(crate) fn as_handle<H: Handle>(&self) -> H {
+            H::from_raw(self.key() as u64)
+        }
+    }
+
+    unsafe extern "system" fn no_gipa(
+        _instance: vk::Instance,
+        _name: *const c_char,
+    ) -> vk::PFN_vkVoidFunction {
+        None
+    }
+
+    /// An instance registered in the maps under its handle's key; unregistered on drop.
+    pub(crate) struct FakeInstance {
+        pub handle: FakeHandle,
+        pub data: Arc<InstanceData>,
+    }
+
+    impl FakeInstance {
+        /// `api`: `GPU_CRASH_DRILL_API` (`None`: the default, `ext`).
+        pub(crate) fn new(fns: InstanceFns, api: Option<&str>) -> Self {
+            let handle = FakeHandle::new();
+            let data = Arc::new(InstanceData {
+                handle: handle.as_handle(),
+                next_gipa: no_gipa,
+                fns,
+                config: Config::parse(None, api, None, None, None, &mut |_| {}),
+                app: AppInfo::default(),
+                messengers: RwLock::new(Vec::new()),
+            });
+            insert_instance(handle.key(), data.clone());
+            Self { handle, data }
+        }
+    }
+
+    impl Drop for FakeInstance {
+        fn drop(&mut self) {
+            remove_instance(self.handle.key());
+        }
+    }
+
+    /// An instance table with no entry points.
+    pub(crate) fn no_instance_fns() -> InstanceFns {
+        // SAFETY: `get` returns null for every name.
+        unsafe { InstanceFns::load(|_| None) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+
+    #[test]
+    fn an_unknown_dispatch_key_finds_no_instance() {
+        let _serial = serial();
+        let only = FakeInstance::new(no_instance_fns(), None);
+        assert!(Arc::ptr_eq(
+            &instance_by_key(only.handle.key()).unwrap(),
+            &only.data
+        ));
+        let stranger = FakeHandle::new();
+        assert!(
+            instance_by_key(stranger.key()).is_none(),
+            "a key of no instance must not be taken for the only instance"
+        );
+        // SAFETY: a fake dispatchable handle (a word holding its key).
+        let found = unsafe { instance_of(stranger.as_handle::<vk::PhysicalDevice>()) };
+        assert!(found.is_none());
+    }
+}

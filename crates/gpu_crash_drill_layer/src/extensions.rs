@@ -83,15 +83,20 @@ impl Provided {
             || (self.buffer_marker && name == vk::AMD_BUFFER_MARKER_NAME)
     }
 
-    /// True when a structure of `s_type` belongs to an extension the layer implements here (the
-    /// driver would not know it).
+    /// True when a feature or property structure of `s_type` belongs to an extension the layer
+    /// implements here (the driver would not know it): unlinked from `vkCreateDevice`,
+    /// `vkGetPhysicalDeviceFeatures2` and `vkGetPhysicalDeviceProperties2` chains before the driver
+    /// sees them. (`VK_AMD_buffer_marker` version 1 has no such structures.)
     pub(crate) fn owns_structure(&self, s_type: vk::StructureType) -> bool {
         (self.binding_report
             && s_type == vk::StructureType::PHYSICAL_DEVICE_ADDRESS_BINDING_REPORT_FEATURES_EXT)
             || (self.ext_fault && s_type == vk::StructureType::PHYSICAL_DEVICE_FAULT_FEATURES_EXT)
-            || (self.khr_fault && s_type == structure_type::PHYSICAL_DEVICE_FAULT_FEATURES_KHR)
+            || (self.khr_fault
+                && (s_type == structure_type::PHYSICAL_DEVICE_FAULT_FEATURES_KHR
+                    || s_type == structure_type::PHYSICAL_DEVICE_FAULT_PROPERTIES_KHR))
             || (self.shader_abort
-                && s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR)
+                && (s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR
+                    || s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_PROPERTIES_KHR))
     }
 }
 

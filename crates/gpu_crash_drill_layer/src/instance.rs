@@ -1,7 +1,7 @@
 //! Instance-level hooks: instance and device creation, physical device queries, debug messengers.
 
-use std::ffi::{c_char, CStr};
-use std::sync::{Arc, Mutex};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::{Arc, Mutex, RwLock};
 
 use ash::vk;
 
@@ -14,6 +14,15 @@ use crate::extensions::{self, Provided};
 use crate::log::log_line;
 use crate::manifest::LAYER_NAME;
 use crate::{chain, guard, loader, native};
+
+/// One line for a hook called with an instance or physical device the layer does not know (the
+/// layer never guesses the instance, see `dispatch::instance_by_key`); `outcome` says what happened
+/// to the call.
+fn log_unknown(what: &str, outcome: &str) {
+    log_line(&format!(
+        "{what}: instance or physical device unknown to the layer; call {outcome}"
+    ));
+}
 
 fn opt_string(p: *const c_char) -> Option<String> {
     // SAFETY: Vulkan strings are null or NUL-terminated.
@@ -98,7 +107,7 @@ pub(crate) unsafe extern "system" fn create_instance(
                 fns,
                 config,
                 app,
-                messengers: Mutex::new(Vec::new()),
+                messengers: RwLock::new(Vec::new()),
             };
             // SAFETY: valid instance handle.
             dispatch::insert_instance(unsafe { dispatch_key(instance) }, Arc::new(data));
@@ -151,6 +160,7 @@ pub(crate) unsafe extern "system" fn enumerate_device_extension_properties(
         || {
             // SAFETY: valid physical device handle.
             let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
+                log_unknown("vkEnumerateDeviceExtensionProperties", "failed");
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
             };
             // SAFETY: null or a C string.
@@ -182,6 +192,24 @@ pub(crate) unsafe extern "system" fn enumerate_device_extension_properties(
     )
 }
 
+/// Calls `down` with the structures of the extensions the layer provides (`provided`) unlinked from
+/// the output chain of `head` (a `VkPhysicalDeviceFeatures2` / `VkPhysicalDeviceProperties2`), so the
+/// driver, which lacks those extensions, never sees them; the chain is restored before returning.
+///
+/// # Safety
+/// `head` must be null or a valid output structure with a valid chain.
+unsafe fn call_down_without_provided(head: *mut c_void, provided: Provided, down: impl FnOnce()) {
+    if head.is_null() {
+        down();
+        return;
+    }
+    // SAFETY: a valid, writable output chain per the caller; it is restored when `unlinked` drops,
+    // right after the call down.
+    let unlinked = unsafe { chain::unlink(head.cast(), |t| provided.owns_structure(t)) };
+    down();
+    drop(unlinked);
+}
+
 unsafe fn features2(
     physical: vk::PhysicalDevice,
     p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
@@ -189,6 +217,14 @@ unsafe fn features2(
 ) {
     // SAFETY: valid physical device handle.
     let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
+        log_unknown(
+            if khr {
+                "vkGetPhysicalDeviceFeatures2KHR"
+            } else {
+                "vkGetPhysicalDeviceFeatures2"
+            },
+            "not forwarded",
+        );
         return;
     };
     let next = if khr {
@@ -200,18 +236,18 @@ unsafe fn features2(
             .get_physical_device_features2
             .or(inst.fns.get_physical_device_features2_khr)
     };
+    // SAFETY: valid physical device.
+    let (p, _) = unsafe { provided(&inst, physical) };
     if let Some(next) = next {
-        // SAFETY: forwarded unchanged; drivers skip structures they do not know.
-        unsafe { next(physical, p_features) };
+        // SAFETY: a valid (or null) output chain; the driver sees it without the provided
+        // extensions' structures, which it does not know.
+        unsafe { call_down_without_provided(p_features.cast(), p, || next(physical, p_features)) };
     }
     if p_features.is_null() {
         return;
     }
-    // SAFETY: valid physical device; valid output chain.
-    unsafe {
-        let (p, _) = provided(&inst, physical);
-        extensions::fill_features(p, p_features);
-    }
+    // SAFETY: valid output chain (restored above).
+    unsafe { extensions::fill_features(p, p_features) };
 }
 
 pub(crate) unsafe extern "system" fn get_physical_device_features2(
@@ -241,6 +277,14 @@ unsafe fn properties2(
 ) {
     // SAFETY: valid physical device handle.
     let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
+        log_unknown(
+            if khr {
+                "vkGetPhysicalDeviceProperties2KHR"
+            } else {
+                "vkGetPhysicalDeviceProperties2"
+            },
+            "not forwarded",
+        );
         return;
     };
     let next = if khr {
@@ -252,18 +296,20 @@ unsafe fn properties2(
             .get_physical_device_properties2
             .or(inst.fns.get_physical_device_properties2_khr)
     };
+    // SAFETY: valid physical device.
+    let (p, _) = unsafe { provided(&inst, physical) };
     if let Some(next) = next {
-        // SAFETY: forwarded unchanged.
-        unsafe { next(physical, p_properties) };
+        // SAFETY: a valid (or null) output chain; the driver sees it without the provided
+        // extensions' structures, which it does not know.
+        unsafe {
+            call_down_without_provided(p_properties.cast(), p, || next(physical, p_properties))
+        };
     }
     if p_properties.is_null() {
         return;
     }
-    // SAFETY: valid physical device; valid output chain.
-    unsafe {
-        let (p, _) = provided(&inst, physical);
-        extensions::fill_properties(p, p_properties);
-    }
+    // SAFETY: valid output chain (restored above).
+    unsafe { extensions::fill_properties(p, p_properties) };
 }
 
 pub(crate) unsafe extern "system" fn get_physical_device_properties2(
@@ -314,6 +360,7 @@ unsafe fn create_device_inner(
     }
     // SAFETY: valid physical device handle.
     let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
+        log_unknown("vkCreateDevice", "failed");
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the loader's create info with our link node.
@@ -483,6 +530,7 @@ pub(crate) unsafe extern "system" fn create_debug_utils_messenger(
         || {
             // SAFETY: valid instance handle.
             let Some(inst) = (unsafe { dispatch::instance_of(instance) }) else {
+                log_unknown("vkCreateDebugUtilsMessengerEXT", "failed");
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
             };
             let Some(next) = inst.fns.create_debug_utils_messenger else {
@@ -518,7 +566,7 @@ pub(crate) unsafe extern "system" fn create_debug_utils_messenger(
             // SAFETY: creation succeeded, so the handle was written.
             let handle = unsafe { *p_messenger };
             inst.messengers
-                .lock()
+                .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Messenger {
                     handle,
@@ -541,10 +589,15 @@ pub(crate) unsafe extern "system" fn destroy_debug_utils_messenger(
     guard("vkDestroyDebugUtilsMessengerEXT", (), || {
         // SAFETY: valid instance handle.
         let Some(inst) = (unsafe { dispatch::instance_of(instance) }) else {
+            log_unknown("vkDestroyDebugUtilsMessengerEXT", "not forwarded");
             return;
         };
+        // Taking the write side waits for every binding-report delivery in flight (`bindings::emit`
+        // holds the read side while it calls the application's callbacks); once the messenger is off
+        // the list, no later delivery sees it. Released before calling down (locking order:
+        // `dispatch.rs`).
         let removed: Vec<Messenger> = {
-            let mut list = inst.messengers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut list = inst.messengers.write().unwrap_or_else(|e| e.into_inner());
             let (gone, kept) = list.drain(..).partition(|m| m.handle == messenger);
             *list = kept;
             gone
@@ -559,4 +612,337 @@ pub(crate) unsafe extern "system" fn destroy_debug_utils_messenger(
             drop(unsafe { Box::from_raw(m.wrapper as *mut native::WrappedMessenger) });
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    use ash::vk::Handle;
+    use vulkan_fault_ffi::{
+        structure_type, PhysicalDeviceFaultPropertiesKHR, PhysicalDeviceShaderAbortFeaturesKHR,
+        PhysicalDeviceShaderAbortPropertiesKHR,
+    };
+
+    use super::*;
+    use crate::bindings::{emit, BindingEvent, Range};
+    use crate::dispatch::test_support::{no_instance_fns, serial, FakeInstance};
+    use crate::extensions::{MAX_DEVICE_FAULT_COUNT, MAX_SHADER_ABORT_MESSAGE_SIZE};
+
+    /// The structure types the mock driver was handed (`serial()` keeps tests apart).
+    static SEEN: Mutex<Vec<vk::StructureType>> = Mutex::new(Vec::new());
+    /// Calls of the mock query functions.
+    static QUERIES: AtomicU32 = AtomicU32::new(0);
+
+    fn take_seen() -> Vec<vk::StructureType> {
+        std::mem::take(&mut *SEEN.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A driver with no device extensions at all (lavapipe-like): the layer provides everything.
+    unsafe extern "system" fn mock_enumerate(
+        _physical: vk::PhysicalDevice,
+        _layer: *const c_char,
+        count: *mut u32,
+        _props: *mut vk::ExtensionProperties,
+    ) -> vk::Result {
+        // SAFETY: the layer passes a valid count.
+        unsafe { *count = 0 };
+        vk::Result::SUCCESS
+    }
+
+    /// Records the chain it sees and writes one core field, as a driver would.
+    unsafe extern "system" fn mock_features2(
+        _physical: vk::PhysicalDevice,
+        features: *mut vk::PhysicalDeviceFeatures2<'_>,
+    ) {
+        QUERIES.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the layer passes the application's valid output chain.
+        unsafe {
+            (*features).features.robust_buffer_access = vk::TRUE;
+            chain::for_each((*features).p_next.cast_const(), |n| {
+                SEEN.lock().unwrap().push((*n).s_type)
+            });
+        }
+    }
+
+    unsafe extern "system" fn mock_properties2(
+        _physical: vk::PhysicalDevice,
+        properties: *mut vk::PhysicalDeviceProperties2<'_>,
+    ) {
+        QUERIES.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the layer passes the application's valid output chain.
+        unsafe {
+            (*properties).properties.vendor_id = 0x10005;
+            chain::for_each((*properties).p_next.cast_const(), |n| {
+                SEEN.lock().unwrap().push((*n).s_type)
+            });
+        }
+    }
+
+    fn types_of(head: *const c_void) -> Vec<vk::StructureType> {
+        let mut types = Vec::new();
+        // SAFETY: a valid chain of the test's locals.
+        unsafe { chain::for_each(head, |n| types.push((*n).s_type)) };
+        types
+    }
+
+    #[test]
+    fn features2_hides_provided_structures_from_the_driver_and_fills_them() {
+        let _serial = serial();
+        for khr in [false, true] {
+            let mut fns = no_instance_fns();
+            fns.enumerate_device_extension_properties = Some(mock_enumerate);
+            if khr {
+                fns.get_physical_device_features2_khr = Some(mock_features2);
+            } else {
+                fns.get_physical_device_features2 = Some(mock_features2);
+            }
+            let inst = FakeInstance::new(fns, None);
+            let mut last = vk::PhysicalDeviceVulkan12Features::default();
+            let mut binding = vk::PhysicalDeviceAddressBindingReportFeaturesEXT {
+                p_next: (&mut last as *mut vk::PhysicalDeviceVulkan12Features<'_>).cast(),
+                ..Default::default()
+            };
+            let mut fault = vk::PhysicalDeviceFaultFeaturesEXT {
+                p_next: (&mut binding
+                    as *mut vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>)
+                    .cast(),
+                ..Default::default()
+            };
+            let mut features = vk::PhysicalDeviceFeatures2 {
+                p_next: (&mut fault as *mut vk::PhysicalDeviceFaultFeaturesEXT<'_>).cast(),
+                ..Default::default()
+            };
+            let head = (&features as *const vk::PhysicalDeviceFeatures2<'_>).cast::<c_void>();
+            let before = types_of(head);
+            take_seen();
+            let physical = inst.handle.as_handle::<vk::PhysicalDevice>();
+            // SAFETY: a fake physical device of the fake instance; a valid chain of locals.
+            unsafe {
+                if khr {
+                    get_physical_device_features2_khr(physical, &mut features);
+                } else {
+                    get_physical_device_features2(physical, &mut features);
+                }
+            }
+            assert_eq!(
+                take_seen(),
+                [vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES],
+                "the driver must not see the layer's structures (khr alias: {khr})"
+            );
+            assert_eq!(types_of(head), before, "chain restored");
+            assert_eq!(features.features.robust_buffer_access, vk::TRUE);
+            assert_eq!(fault.device_fault, vk::TRUE);
+            assert_eq!(fault.device_fault_vendor_binary, vk::TRUE);
+            assert_eq!(binding.report_address_binding, vk::TRUE);
+        }
+    }
+
+    #[test]
+    fn properties2_hides_provided_structures_from_the_driver_and_fills_them() {
+        let _serial = serial();
+        for khr in [false, true] {
+            let mut fns = no_instance_fns();
+            fns.enumerate_device_extension_properties = Some(mock_enumerate);
+            if khr {
+                fns.get_physical_device_properties2_khr = Some(mock_properties2);
+            } else {
+                fns.get_physical_device_properties2 = Some(mock_properties2);
+            }
+            let inst = FakeInstance::new(fns, Some("khr"));
+            let mut last = vk::PhysicalDeviceVulkan12Properties::default();
+            let mut abort = PhysicalDeviceShaderAbortPropertiesKHR {
+                p_next: (&mut last as *mut vk::PhysicalDeviceVulkan12Properties<'_>).cast(),
+                ..Default::default()
+            };
+            let mut first = vk::PhysicalDeviceVulkan11Properties {
+                p_next: (&mut abort as *mut PhysicalDeviceShaderAbortPropertiesKHR).cast(),
+                ..Default::default()
+            };
+            let mut fault = PhysicalDeviceFaultPropertiesKHR {
+                p_next: (&mut first as *mut vk::PhysicalDeviceVulkan11Properties<'_>).cast(),
+                ..Default::default()
+            };
+            let mut properties = vk::PhysicalDeviceProperties2 {
+                p_next: (&mut fault as *mut PhysicalDeviceFaultPropertiesKHR).cast(),
+                ..Default::default()
+            };
+            let head = (&properties as *const vk::PhysicalDeviceProperties2<'_>).cast::<c_void>();
+            let before = types_of(head);
+            take_seen();
+            let physical = inst.handle.as_handle::<vk::PhysicalDevice>();
+            // SAFETY: a fake physical device of the fake instance; a valid chain of locals.
+            unsafe {
+                if khr {
+                    get_physical_device_properties2_khr(physical, &mut properties);
+                } else {
+                    get_physical_device_properties2(physical, &mut properties);
+                }
+            }
+            assert_eq!(
+                take_seen(),
+                [
+                    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
+                    vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES
+                ],
+                "the driver must not see the layer's structures (khr alias: {khr})"
+            );
+            assert_eq!(types_of(head), before, "chain restored");
+            assert_eq!(properties.properties.vendor_id, 0x10005);
+            assert_eq!(fault.max_device_fault_count, MAX_DEVICE_FAULT_COUNT);
+            assert_eq!(
+                abort.max_shader_abort_message_size,
+                MAX_SHADER_ABORT_MESSAGE_SIZE
+            );
+        }
+        // The shader-abort feature structure is the layer's too under `khr`.
+        let mut fns = no_instance_fns();
+        fns.enumerate_device_extension_properties = Some(mock_enumerate);
+        fns.get_physical_device_features2 = Some(mock_features2);
+        let inst = FakeInstance::new(fns, Some("khr"));
+        let mut abort = PhysicalDeviceShaderAbortFeaturesKHR::default();
+        let mut features = vk::PhysicalDeviceFeatures2 {
+            p_next: (&mut abort as *mut PhysicalDeviceShaderAbortFeaturesKHR).cast(),
+            ..Default::default()
+        };
+        take_seen();
+        // SAFETY: as above.
+        unsafe {
+            get_physical_device_features2(inst.handle.as_handle(), &mut features);
+        }
+        assert_eq!(take_seen(), []);
+        assert_eq!(
+            abort.s_type,
+            structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR
+        );
+        assert_eq!(abort.shader_abort, vk::TRUE);
+    }
+
+    #[test]
+    fn a_physical_device_of_no_known_instance_is_not_forwarded_to_another_instance() {
+        let _serial = serial();
+        let mut fns = no_instance_fns();
+        fns.enumerate_device_extension_properties = Some(mock_enumerate);
+        fns.get_physical_device_features2 = Some(mock_features2);
+        let _only = FakeInstance::new(fns, None);
+        let stranger = crate::dispatch::test_support::FakeHandle::new();
+        let mut features = vk::PhysicalDeviceFeatures2::default();
+        QUERIES.store(0, Ordering::SeqCst);
+        // SAFETY: a fake dispatchable handle whose key no instance has; a valid output.
+        unsafe { get_physical_device_features2(stranger.as_handle(), &mut features) };
+        assert_eq!(
+            QUERIES.load(Ordering::SeqCst),
+            0,
+            "not sent to the only instance"
+        );
+        assert_eq!(features.features.robust_buffer_access, vk::FALSE);
+    }
+
+    // Messenger destruction racing a binding-report delivery.
+
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    static ENTERED: AtomicBool = AtomicBool::new(false);
+    static DESTROY_RETURNED: AtomicBool = AtomicBool::new(false);
+    /// Callback entries, or callback runs still going, after the destroy returned.
+    static LATE: AtomicU32 = AtomicU32::new(0);
+
+    unsafe extern "system" fn slow_callback(
+        _severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+        _types: vk::DebugUtilsMessageTypeFlagsEXT,
+        _data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+        _user_data: *mut c_void,
+    ) -> vk::Bool32 {
+        if DESTROY_RETURNED.load(Ordering::SeqCst) {
+            LATE.fetch_add(1, Ordering::SeqCst);
+        }
+        if CALLS.fetch_add(1, Ordering::SeqCst) == 0 {
+            ENTERED.store(true, Ordering::SeqCst);
+            // Long enough for a destroy that does not wait to return meanwhile.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        if DESTROY_RETURNED.load(Ordering::SeqCst) {
+            LATE.fetch_add(1, Ordering::SeqCst);
+        }
+        vk::FALSE
+    }
+
+    unsafe extern "system" fn mock_create_messenger(
+        _instance: vk::Instance,
+        _info: *const vk::DebugUtilsMessengerCreateInfoEXT<'_>,
+        _allocator: *const vk::AllocationCallbacks<'_>,
+        messenger: *mut vk::DebugUtilsMessengerEXT,
+    ) -> vk::Result {
+        // SAFETY: the layer passes a valid output.
+        unsafe { *messenger = vk::DebugUtilsMessengerEXT::from_raw(0x5eed) };
+        vk::Result::SUCCESS
+    }
+
+    unsafe extern "system" fn mock_destroy_messenger(
+        _instance: vk::Instance,
+        _messenger: vk::DebugUtilsMessengerEXT,
+        _allocator: *const vk::AllocationCallbacks<'_>,
+    ) {
+    }
+
+    #[test]
+    fn no_callback_runs_after_its_messenger_is_destroyed() {
+        let _serial = serial();
+        let mut fns = no_instance_fns();
+        fns.create_debug_utils_messenger = Some(mock_create_messenger);
+        fns.destroy_debug_utils_messenger = Some(mock_destroy_messenger);
+        let inst = FakeInstance::new(fns, None);
+        let instance = inst.handle.as_handle::<vk::Instance>();
+        let info = vk::DebugUtilsMessengerCreateInfoEXT {
+            message_severity: vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
+            message_type: vk::DebugUtilsMessageTypeFlagsEXT::DEVICE_ADDRESS_BINDING,
+            pfn_user_callback: Some(slow_callback),
+            ..Default::default()
+        };
+        let mut messenger = vk::DebugUtilsMessengerEXT::null();
+        // SAFETY: the fake instance; valid create info and output.
+        let r = unsafe {
+            create_debug_utils_messenger(instance, &info, std::ptr::null(), &mut messenger)
+        };
+        assert_eq!(r, vk::Result::SUCCESS);
+        CALLS.store(0, Ordering::SeqCst);
+        ENTERED.store(false, Ordering::SeqCst);
+        DESTROY_RETURNED.store(false, Ordering::SeqCst);
+        LATE.store(0, Ordering::SeqCst);
+        let event = BindingEvent {
+            object_type: vk::ObjectType::BUFFER,
+            handle: 7,
+            name: None,
+            binding_type: vk::DeviceAddressBindingTypeEXT::BIND,
+            range: Range {
+                base: 0x1_0000_0000,
+                size: 64,
+            },
+        };
+        let data = inst.data.clone();
+        let delivery = std::thread::spawn(move || emit(&data, &[event.clone(), event]));
+        let start = Instant::now();
+        while !ENTERED.load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "callback never ran"
+            );
+            std::thread::yield_now();
+        }
+        // SAFETY: the fake instance and the messenger created above.
+        unsafe { destroy_debug_utils_messenger(instance, messenger, std::ptr::null()) };
+        DESTROY_RETURNED.store(true, Ordering::SeqCst);
+        delivery.join().unwrap();
+        assert_eq!(
+            LATE.load(Ordering::SeqCst),
+            0,
+            "the callback ran after vkDestroyDebugUtilsMessengerEXT returned"
+        );
+        assert_eq!(
+            CALLS.load(Ordering::SeqCst),
+            2,
+            "the delivery in flight completed"
+        );
+        assert!(inst.data.messengers.read().unwrap().is_empty());
+    }
 }

@@ -268,7 +268,8 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
             // No other global command is hooked, and there is no next layer to ask.
             return None;
         }
-        // SAFETY: a valid instance handle.
+        // SAFETY: a valid instance handle. An instance the layer does not know (e.g. one still being
+        // created) gets null: without its next layer there is nothing to forward to.
         let inst = (unsafe { dispatch::instance_of(instance) })?;
         // SAFETY: the next layer's GIPA with the instance it created.
         let next = unsafe { (inst.next_gipa)(instance, p_name) };
