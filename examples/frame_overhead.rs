@@ -118,6 +118,13 @@ fn main() -> AppExit {
         .add_systems(Update, churn_buffers);
     if args.scene {
         app.add_systems(Startup, scene);
+        // Offscreen, nothing throttles the CPU to the GPU (a window's present would): without a
+        // wait the queue grows until the driver gives up (seen on the H200: device lost after 17 s).
+        // One frame in flight, as with vsync off and a blocking present.
+        app.sub_app_mut(bevy::render::RenderApp).add_systems(
+            bevy::render::Render,
+            wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
+        );
     }
     app.run()
 }
@@ -217,6 +224,13 @@ fn churn_buffers(
             mapped_at_creation: false,
         }));
     }
+}
+
+/// Waits until the GPU has finished everything submitted so far.
+fn wait_for_gpu(device: Res<RenderDevice>) {
+    let _ = device
+        .wgpu_device()
+        .poll(bevy::render::render_resource::PollType::wait_indefinitely());
 }
 
 /// A 3D camera drawing 400 lit cubes (20 x 20, two materials) into a 1280x720 offscreen image.

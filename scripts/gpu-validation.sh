@@ -281,8 +281,21 @@ device6() {
     tar -C $logs -czf "$OUT/run6-results.tar.gz" .
 }
 
+# Batch 7: the breadcrumbs' cost in the 3D scene, now with one frame in flight (batch 6's scene runs
+# piled work up offscreen until the device was lost, with or without the plugin).
+device7() {
+    setup_device
+    echo "commit $(cat .devrun/commit)" | tee -a $logs/env.txt
+    timeout -s KILL 280 $bin/frame_overhead --compare --scene --churn 0 --rounds 5 --frames 300 --warmup 60 \
+        > $logs/overhead-scene.out 2> $logs/overhead-scene.err
+    echo "overhead-scene rc=$?"; grep -E "summary|frame_overhead plugin" $logs/overhead-scene.out | cut -c1-300
+    grep -E "panicked|DeviceLost" $logs/overhead-scene.err | head -3
+    tar -C $logs -czf "$OUT/run7-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
+    device7) device7 ;;
     device6) device6 ;;
     build5) build5 ;;
     device5) device5 ;;
@@ -290,5 +303,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5 | device6"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5 | device6 | device7"; exit 2 ;;
 esac
