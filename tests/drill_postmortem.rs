@@ -53,7 +53,13 @@ fn drill(name: &str, api: &str, scenario: &str, extra_env: &[(&str, &str)]) -> D
     let reports_dir = dir.join("reports");
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args(["--exact", "child_app", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_app",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, "1")
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
@@ -257,11 +263,11 @@ fn hang_gives_a_gpu_hang_report_within_the_timeout_plus_two_seconds() {
             "{api}: KHR reports WATCHDOG_TIMEOUT"
         );
         assert!(
-            report.summary.starts_with("GPU hang:"),
+            report.summary.starts_with("GPU hang in frame"),
             "{}",
             report.summary
         );
-        assert!(run.stderr().contains("GPU hang:"));
+        assert!(run.stderr().contains("GPU hang in frame"));
     }
 }
 
@@ -376,7 +382,13 @@ fn full_disk_gives_a_clear_line_and_no_panic() {
         .arg("-c")
         .arg("trap '' XFSZ; ulimit -f 8; exec \"$0\" \"$@\"")
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "child_app", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_app",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, "1")
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
@@ -440,10 +452,12 @@ fn report_is_on_disk_and_kept_in_the_outbox_when_the_server_is_unreachable() {
 
 /// The app the drill runs: the plugin plus labelled buffers this test owns. Not a test on its own.
 #[test]
+#[ignore = "child process entry point: the tests above start it with DRILL_POSTMORTEM_CHILD set"]
 fn child_app() {
-    if std::env::var_os(CHILD_ENV).is_none() {
-        return;
-    }
+    assert!(
+        std::env::var_os(CHILD_ENV).is_some(),
+        "child_app runs only as the child of the tests above"
+    );
     let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
     std::fs::create_dir_all(&runtime).unwrap();
     std::env::set_var("XDG_RUNTIME_DIR", runtime);

@@ -57,7 +57,13 @@ impl Run {
 }
 
 /// Runs the child in `mode`, with the drill layer when `drill` names a scenario.
+///
+/// One child at a time: lavapipe's "GPU" is CPU threads, and a child whose GPU is really hung spins
+/// one at 100%; next to it, on a 2-core machine, a healthy child's frames can take seconds (seen once
+/// in a full test run: the pause case reported a hang when the stall case ran beside it).
 fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = common::scratch_dir(&format!("truth-{name}"));
     let reports_dir = dir.join("reports");
     let mut command = Command::new(std::env::current_exe().unwrap());
@@ -108,7 +114,13 @@ fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run
 #[test]
 fn main_thread_blocked_for_three_timeouts_is_not_a_hang() {
     let run = run("pause", "pause", None, &[]);
-    assert_eq!(run.output.status.code(), Some(0), "{}", run.stderr());
+    assert_eq!(
+        run.output.status.code(),
+        Some(0),
+        "{}\nreports: {:#?}",
+        run.stderr(),
+        run.reports
+    );
     assert!(run.took >= HANG_TIMEOUT * 3, "the pause happened");
     assert!(
         run.reports.is_empty(),

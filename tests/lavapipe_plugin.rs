@@ -90,6 +90,13 @@ fn plugin_runs_on_lavapipe_and_shuts_down_clean_under_validation() {
             messenger.is_some(),
             "no messenger guard in the render world"
         );
+        // Once the render device's session started, the main world follows it (GPU progress
+        // markers are made there, after `finish`).
+        let capabilities = app.world().resource::<GpuCrashCapabilities>().clone();
+        assert!(
+            capabilities.gpu_progress,
+            "GPU progress markers on lavapipe (barrier + fill)"
+        );
         assert_eq!(
             render_capabilities,
             Some(capabilities.clone()),
