@@ -501,24 +501,24 @@ mod tests {
         };
         let with_env = env(&[(REPORT_DIR_ENV, "/tmp/from-env"), ("HOME", "/home/p")]);
         assert_eq!(
-            report_dir_with(&with_env, Some(setting), "game"),
+            report_dir_with(with_env, Some(setting), "game"),
             Path::new("/tmp/from-env")
         );
         let without = env(&[("HOME", "/home/p")]);
-        assert_eq!(report_dir_with(&without, Some(setting), "game"), setting);
+        assert_eq!(report_dir_with(without, Some(setting), "game"), setting);
         if cfg!(target_os = "linux") {
             assert_eq!(
-                report_dir_with(&without, None, "game"),
+                report_dir_with(without, None, "game"),
                 Path::new("/home/p/.local/share/game/gpu-crash-reports")
             );
             let xdg = env(&[("HOME", "/home/p"), ("XDG_DATA_HOME", "/data")]);
             assert_eq!(
-                report_dir_with(&xdg, None, "game"),
+                report_dir_with(xdg, None, "game"),
                 Path::new("/data/game/gpu-crash-reports")
             );
         }
         let empty = env(&[(REPORT_DIR_ENV, ""), ("HOME", "/home/p")]);
-        assert_eq!(report_dir_with(&empty, Some(setting), "game"), setting);
+        assert_eq!(report_dir_with(empty, Some(setting), "game"), setting);
     }
 
     fn context(

@@ -115,11 +115,21 @@ fn mark_stage_boundary(
     }
 }
 
+/// Main-world cameras with their render entity and name.
+type CameraNames<'w, 's> = Extract<
+    'w,
+    's,
+    Query<'static, 'static, (Entity, &'static RenderEntity, Option<&'static Name>), With<Camera>>,
+>;
+
+/// Per camera: the name its label was made from, and the label.
+type KnownLabels = HashMap<Entity, (Option<Name>, Arc<str>)>;
+
 /// Copies each camera's name (or entity) to its render entity, allocating only when it changes.
 fn extract_camera_names(
     mut commands: Commands,
-    cameras: Extract<Query<(Entity, &RenderEntity, Option<&Name>), With<Camera>>>,
-    mut known: Local<HashMap<Entity, (Option<Name>, Arc<str>)>>,
+    cameras: CameraNames,
+    mut known: Local<KnownLabels>,
 ) {
     for (entity, render_entity, name) in &cameras {
         let label = match known.get(&entity) {
