@@ -142,6 +142,11 @@ impl BindingRecord {
         self.flags & FLAG_NAME_TRUNCATED != 0
     }
 
+    /// The name bytes as the driver passed them (not necessarily UTF-8); empty when none.
+    pub(crate) fn name_bytes(&self) -> &[u8] {
+        &self.name[..self.name_len as usize]
+    }
+
     /// The object name carried by the event, if any. Bytes that are not UTF-8 (drivers pass the
     /// application's string through) are replaced rather than trusted.
     pub fn name(&self) -> Option<std::borrow::Cow<'_, str>> {
