@@ -194,6 +194,21 @@ impl std::ops::IndexMut<u32> for Slab {
     }
 }
 
+/// Asks the CPU to start loading the cache line at `p`: a hint with no effect on what the program
+/// computes. Folding a batch, the index asks for a record's bucket a few records ahead, so the cache
+/// (and TLB) misses of a table far larger than the cache overlap instead of adding up.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 never faults, whatever the address (an invalid one is simply not fetched),
+    // and changes no state the program can observe; SSE is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// SplitMix64's finaliser: every input bit reaches the top bits the tables use as bucket.
 #[inline]
 fn mix(mut z: u64) -> u64 {
@@ -245,6 +260,13 @@ impl ObjectTable {
     #[inline]
     fn home_of_tag(&self, tag: u32) -> usize {
         (tag >> (32 - self.bits)) as usize
+    }
+
+    /// Starts loading the home bucket of `(object_type, handle)` (see [`prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(&self, object_type: i32, handle: u64) {
+        let tag = (object_hash(object_type, handle) >> 32) as u32;
+        prefetch(self.buckets.as_ptr().wrapping_add(self.home_of_tag(tag)));
     }
 
     /// `Ok(bucket)` holding the object's first entry, or `Err(bucket)` where it would go.
