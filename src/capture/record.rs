@@ -31,8 +31,9 @@ pub struct BindingRecord {
     pub handle: u64,
     /// The reporter's frame counter when the event arrived.
     pub frame: u64,
-    /// Position in the ring's total order (set by the ring on push): lets the reporter tell events
-    /// before a device loss from wgpu's teardown after it.
+    /// Position in the ring's total order (the position its producer claimed, stamped by the
+    /// ring's consumer when it pops the record): lets the reporter tell events before a device loss
+    /// from wgpu's teardown after it.
     pub sequence: u64,
     /// Raw `VkObjectType` of `pObjects[0]`.
     pub object_type: i32,
