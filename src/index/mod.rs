@@ -69,12 +69,14 @@ impl ObjectKey {
 /// touched as they fill); [`AddressIndex::memory`] says how much.
 ///
 /// The defaults are sized for a game, not for the worst case. wgpu suballocates buffers and
-/// textures from large memory blocks, so a scene binds roughly one range per resource plus a few
-/// hundred memory blocks (the NVIDIA driver binds some memory twice); a large scene has tens of
-/// thousands of resources. 262,144 live ranges is several times that, and costs about 25 MiB at
-/// the bound (80 B per live range plus the freed history and names, BENCHMARKS.md), where the old
-/// default of 1,048,576 would cost 4x as much for ranges no game we measured comes near. A game that
-/// binds more sees [`IndexStats::live_overflow`] count the binds not indexed, and can raise it.
+/// textures from large memory blocks, so a scene binds about one range per buffer or texture plus
+/// one or two per memory block (the NVIDIA driver binds some memory twice): we estimate tens of
+/// thousands for a large game (not measured; the Bevy scene of docs/gpu-validation.md has 25).
+/// 262,144 live ranges leaves several times that and costs 29.3 MiB in all at the defaults (80 B
+/// per live range allowed, 88 B per freed range kept, the recent events and a 2 MiB name arena;
+/// BENCHMARKS.md); the old bound of 1,048,576 would reserve 4x as much for live ranges. A game that
+/// binds more sees [`IndexStats::live_overflow`] count the binds not indexed, and can raise the
+/// bound.
 #[derive(Clone, Debug)]
 pub struct IndexSettings {
     /// Live ranges kept; binds beyond it are counted in [`IndexStats::live_overflow`] and not
