@@ -4,6 +4,10 @@
 //!
 //! `cargo bench --bench resolve`; results land under `target/criterion/resolve/<name>`.
 //!
+//! Folds feed the index as the indexer thread does, a batch at a time through `apply_all` (which
+//! prefetches each record's object bucket a few records ahead); the `_one_by_one` variants call
+//! `apply` per record, with no prefetch, for comparison.
+//!
 //! The workload is shaped like a big game on NVIDIA (FACTS.md): 64 MiB `DEVICE_MEMORY` blocks, each
 //! bound once, holding 1,023 buffers in 64 KiB slots (4-64 KiB each, so most slots leave a gap that
 //! an overrun lands in), every buffer named with 16 characters (the heavier case: wgpu's own BIND
@@ -83,16 +87,40 @@ fn bind_records(n: u64, named: bool) -> Vec<BindingRecord> {
         .collect()
 }
 
+/// Room for the 1,000,000-range workload (the default bound is 262,144).
+fn settings_1m() -> IndexSettings {
+    IndexSettings {
+        max_live_bindings: 1 << 20,
+        ..IndexSettings::default()
+    }
+}
+
+/// How a bench feeds the index: in batches as the indexer thread does (`apply_all`, which
+/// prefetches a few records ahead), or one `apply` call per record (no prefetch).
+#[derive(Clone, Copy)]
+enum Feed {
+    Batch,
+    OneByOne,
+}
+
+fn feed(index: &mut AddressIndex, records: &[BindingRecord], how: Feed, now: Instant) {
+    match how {
+        Feed::Batch => index.apply_all(records, now),
+        Feed::OneByOne => {
+            for r in records {
+                index.apply(r, now);
+            }
+        }
+    }
+}
+
 /// Folds `records` into a fresh index per iteration; only the folding is timed.
-fn fold(records: &[BindingRecord], iters: u64) -> Duration {
+fn fold(records: &[BindingRecord], how: Feed, iters: u64) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
-        let mut index = AddressIndex::new(IndexSettings::default());
+        let mut index = AddressIndex::new(settings_1m());
         let start = Instant::now();
-        let now = Instant::now();
-        for r in records {
-            index.apply(r, now);
-        }
+        feed(&mut index, records, how, Instant::now());
         total += start.elapsed();
         assert_eq!(index.live_len(), records.len());
         drop(black_box(index)); // freeing 1M entries is not part of the fold
@@ -111,13 +139,16 @@ fn fold_1m_events(c: &mut Criterion) {
     // Every buffer BIND named (as the drill layer and NVIDIA send names set before binding).
     let records = bind_records(LIVE, true);
     group.bench_function("fold_1m_events", |b| {
-        b.iter_custom(|iters| fold(&records, iters))
+        b.iter_custom(|iters| fold(&records, Feed::Batch, iters))
+    });
+    group.bench_function("fold_1m_events_one_by_one", |b| {
+        b.iter_custom(|iters| fold(&records, Feed::OneByOne, iters))
     });
     drop(records);
     // No names on BIND (what wgpu-hal's own resources send: it names objects after binding).
     let records = bind_records(LIVE, false);
     group.bench_function("fold_1m_events_unnamed", |b| {
-        b.iter_custom(|iters| fold(&records, iters))
+        b.iter_custom(|iters| fold(&records, Feed::Batch, iters))
     });
     group.finish();
 }
@@ -164,32 +195,33 @@ fn fold_churn(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(100))
         .measurement_time(Duration::from_secs(6))
         .throughput(Throughput::Elements(EVENTS));
-    group.bench_function("fold_churn_named_unbinds", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let mut index = AddressIndex::new(IndexSettings::default());
-                let now = Instant::now();
-                for r in &warm {
-                    index.apply(r, now);
+    for (name, how) in [
+        ("fold_churn_named_unbinds", Feed::Batch),
+        ("fold_churn_named_unbinds_one_by_one", Feed::OneByOne),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let mut index = AddressIndex::new(IndexSettings::default());
+                    let now = Instant::now();
+                    feed(&mut index, &warm, how, now);
+                    let start = Instant::now();
+                    feed(&mut index, &measured, how, now);
+                    total += start.elapsed();
+                    assert_eq!(index.freed_len(), 65_536);
+                    drop(black_box(index));
                 }
-                let start = Instant::now();
-                for r in &measured {
-                    index.apply(r, now);
-                }
-                total += start.elapsed();
-                assert_eq!(index.freed_len(), 65_536);
-                drop(black_box(index));
-            }
-            total
-        })
-    });
+                total
+            })
+        });
+    }
     group.finish();
 }
 
 /// 1,000,000 live + 65,536 freed ranges, plus the indices (event numbers) of the freed buffers.
 fn big_index() -> (AddressIndex, Vec<u64>) {
-    // Room for 1,065,536 binds before the 65,536 unbinds (the default bound is 1,048,576 live).
+    // Room for 1,065,536 binds before the 65,536 unbinds (the default bound is 262,144 live).
     let mut index = AddressIndex::new(IndexSettings {
         max_live_bindings: 2 << 20,
         ..IndexSettings::default()
@@ -329,6 +361,52 @@ fn resolve_16_addresses(c: &mut Criterion) {
             })
         },
     );
+    group.finish();
+    first_query_after_fold(c, index);
+}
+
+/// What a crash pays once: the first query after events were folded sorts the index into address
+/// order (1,000,000 live + 65,536 freed ranges); later queries reuse it. Each iteration folds one
+/// bind and one unbind (untimed; the live set and freed history keep their sizes) so the next query
+/// sorts again, then times one resolve.
+fn first_query_after_fold(c: &mut Criterion, mut index: AddressIndex) {
+    let faults = fault_addresses(&[1]);
+    let fault = faults[0];
+    let mut group = c.benchmark_group("resolve");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(5));
+    let mut n = 0u64;
+    group.bench_function("first_resolve_after_fold_1m", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                n += 1;
+                let mut r = BindingRecord::new(
+                    BindingKind::Bind,
+                    vk::ObjectType::BUFFER,
+                    0x3000_0000_0000 + n,
+                    0x10,
+                    16,
+                );
+                index.apply(&r, Instant::now());
+                r.kind = BindingKind::Unbind;
+                index.apply(&r, Instant::now());
+                let start = Instant::now();
+                let ctx = ResolveContext {
+                    index: &index,
+                    now: Instant::now(),
+                    frame: 2_000,
+                    as_of: None,
+                };
+                black_box(resolve(&ctx, black_box(fault)));
+                total += start.elapsed();
+            }
+            total
+        })
+    });
     group.finish();
 }
 

@@ -322,7 +322,7 @@ fn finish(
                         "recent_events": index.recent_events().map(|e| serde_json::json!([
                             e.sequence, e.frame, format!("{:?}", e.kind),
                             bevy_gpu_crash_reporter::index::object_type_name(e.object_type),
-                            format!("{:#x}", e.handle), format!("{:#x}", e.base), e.size, e.name.as_deref(), e.internal
+                            format!("{:#x}", e.handle), format!("{:#x}", e.base), e.size, e.name, e.internal
                         ])).collect::<Vec<_>>(),
                     });
                     if let Err(err) =
@@ -389,7 +389,7 @@ fn event_patterns(index: &AddressIndex) -> serde_json::Value {
                 "seq": e.sequence, "frame": e.frame, "kind": format!("{:?}", e.kind),
                 "type": bevy_gpu_crash_reporter::index::object_type_name(e.object_type),
                 "handle": format!("{:#x}", e.handle), "base": format!("{:#x}", e.base),
-                "size": e.size, "name": e.name.as_deref(), "internal": e.internal,
+                "size": e.size, "name": e.name, "internal": e.internal,
             })
         })
         .collect();
@@ -488,13 +488,13 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
             for e in index.recent_events().filter(|e| {
                 e.handle == buffer
                     || e.handle == memory
-                    || e.name.as_deref().is_some_and(|n| n.contains(VICTIM))
+                    || e.name.is_some_and(|n| n.contains(VICTIM))
             }) {
                 eprintln!(
                     "gpu_validation real-fault: victim event seq {} frame {} {:?} {} handle {:#x} [{:#x}, +{:#x}) name {:?} internal {}",
                     e.sequence, e.frame, e.kind,
                     bevy_gpu_crash_reporter::index::object_type_name(e.object_type),
-                    e.handle, e.base, e.size, e.name.as_deref(), e.internal
+                    e.handle, e.base, e.size, e.name, e.internal
                 );
             }
         }

@@ -1,6 +1,7 @@
 //! Heap bytes of the reporter's data structures, measured with a counting global allocator:
-//! the binding ring per record, the address index per live binding at 1,000,000 live bindings, and
-//! that both stay bounded by their settings when the game binds more than that.
+//! the binding ring per record, the address index per live binding at 1,000,000 live bindings, per
+//! freed range kept, at the default bounds, and that both stay bounded by their settings when the
+//! game binds more than that.
 //!
 //! `cargo run --release --example memory_footprint`
 //!
@@ -96,22 +97,74 @@ fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
+/// Room for 1,000,000 live ranges: the old default bound, 2^20 (the default is now 262,144).
+fn settings_1m() -> IndexSettings {
+    IndexSettings {
+        max_live_bindings: 1 << 20,
+        ..IndexSettings::default()
+    }
+}
+
 fn index_at_1m(named: bool) {
     let before = live();
-    let mut index = AddressIndex::new(IndexSettings::default());
+    let settings = settings_1m();
+    let mut index = AddressIndex::new(settings.clone());
     let now = Instant::now();
     for i in 0..1_000_000 {
         index.apply(&bind(i, named), now);
     }
     let bytes = live() - before;
     println!(
-        "index, 1,000,000 live bindings ({}): {:.1} MiB heap, {:.0} bytes per live binding \
-         (freed {}, recent events {})",
+        "index, 1,000,000 live bindings ({}), max_live_bindings {}: {:.1} MiB heap ({:.1} MiB by \
+         AddressIndex::memory), {:.1} bytes per live binding (freed {}, recent events {}, names \
+         dropped {})",
         if named { "16-char names" } else { "no names" },
+        settings.max_live_bindings,
         mib(bytes),
+        mib(index.memory()),
         bytes as f64 / index.live_len() as f64,
         index.freed_len(),
         index.recent_events().len(),
+        index.stats().names_dropped,
+    );
+}
+
+/// Heap of an index with `settings`, as allocated at creation (it does not grow).
+fn heap_of(settings: IndexSettings) -> usize {
+    let before = live();
+    let index = AddressIndex::new(settings);
+    let bytes = live() - before;
+    assert_eq!(
+        bytes,
+        index.memory(),
+        "the index's own accounting must match the heap"
+    );
+    bytes
+}
+
+/// What one more freed range kept, one more live range allowed, costs: heap differences between
+/// indexes that differ in one bound.
+fn per_bound() {
+    let base = IndexSettings::default();
+    let at_default = heap_of(base.clone());
+    let freed = heap_of(IndexSettings {
+        max_freed_bindings: base.max_freed_bindings * 2,
+        ..base.clone()
+    }) - at_default;
+    let live_bound = heap_of(IndexSettings {
+        max_live_bindings: base.max_live_bindings * 2,
+        ..base.clone()
+    }) - at_default;
+    println!(
+        "index at the default bounds (max_live {}, max_freed {}, max_recent {}, name arena {} B): \
+         {:.1} MiB; per freed range kept: {:.1} B; per live range allowed: {:.1} B",
+        base.max_live_bindings,
+        base.max_freed_bindings,
+        base.max_recent_events,
+        base.max_name_bytes,
+        mib(at_default),
+        freed as f64 / base.max_freed_bindings as f64,
+        live_bound as f64 / base.max_live_bindings as f64,
     );
 }
 
@@ -155,7 +208,8 @@ fn index_bounded() {
     println!(
         "index bounded by settings (max_live {}, max_freed {}, max_recent {}): heap {:.1} MiB at \
          max live, {:.1} MiB after 1.5x max binds ({} not indexed), {:.1} MiB after 1,000,000 more \
-         unbind+bind ({} live, {} freed kept, {} evicted)",
+         unbind+bind ({} live, {} freed kept, {} evicted, {} names dropped); \
+         AddressIndex::memory {:.1} MiB",
         settings.max_live_bindings,
         settings.max_freed_bindings,
         settings.max_recent_events,
@@ -166,6 +220,8 @@ fn index_bounded() {
         index.live_len(),
         index.freed_len(),
         stats.freed_evicted,
+        stats.names_dropped,
+        mib(index.memory()),
     );
 }
 
@@ -188,6 +244,7 @@ fn main() {
     }
     index_at_1m(true);
     index_at_1m(false);
+    per_bound();
     index_bounded();
     println!(
         "peak heap of this process: {:.1} MiB",

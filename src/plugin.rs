@@ -49,7 +49,8 @@ pub struct GpuCrashReporterPlugin {
     /// Binding events the lock-free ring holds between two drains (rounded up to a power of two;
     /// 128 bytes each). Events beyond it are counted as dropped. Default: 32,768 (4 MiB).
     pub binding_ring_capacity: usize,
-    /// Live GPU address ranges indexed; binds beyond it are counted, not stored. Default: 1,048,576.
+    /// Live GPU address ranges indexed; binds beyond it are counted, not stored. Default: 262,144,
+    /// sized for a game (the index takes 29.3 MiB at the defaults; [`IndexSettings`] says why).
     pub max_live_bindings: usize,
     /// Recently freed ranges kept for use-after-free verdicts (D3D12 DRED keeps 65,536). Default: 65,536.
     pub max_freed_bindings: usize,
@@ -172,6 +173,7 @@ impl Plugin for GpuCrashReporterPlugin {
                 max_live_bindings: self.max_live_bindings,
                 max_freed_bindings: self.max_freed_bindings,
                 max_recent_events: self.max_recent_events,
+                ..IndexSettings::default()
             },
         ) {
             Ok(indexer) => Arc::new(indexer),

@@ -337,12 +337,12 @@ pub(crate) fn add_hang_info(
     let mut suspects: Vec<Culprit> = freed
         .into_iter()
         .filter(|(_, _, f)| match &f.name {
-            Some(name) => seen_names.insert(name.clone()),
+            Some(name) => seen_names.insert(*name),
             None => true,
         })
         .take(16)
         .map(|(base, size, f)| {
-            let name = f.name.as_deref().map(str::to_owned);
+            let name = f.name.map(str::to_owned);
             Culprit {
                 label: label(f.key, name.as_deref()),
                 name,

@@ -171,7 +171,7 @@ pub struct BindingEventEntry {
 
 impl BindingEventEntry {
     /// Converts an index event, timing it against the crash.
-    pub fn from_indexed(event: &IndexedEvent, crash_at: Instant) -> Self {
+    pub fn from_indexed(event: &IndexedEvent<'_>, crash_at: Instant) -> Self {
         Self {
             sequence: event.sequence,
             frame: event.frame,
@@ -180,7 +180,7 @@ impl BindingEventEntry {
             handle: event.handle,
             base: event.base,
             size: event.size,
-            name: event.name.as_deref().map(str::to_owned),
+            name: event.name.map(str::to_owned),
             internal: event.internal,
             ms_before_crash: event
                 .seen_at

@@ -31,8 +31,9 @@ pub struct BindingRecord {
     pub handle: u64,
     /// The reporter's frame counter when the event arrived.
     pub frame: u64,
-    /// Position in the ring's total order (set by the ring on push): lets the reporter tell events
-    /// before a device loss from wgpu's teardown after it.
+    /// Position in the ring's total order (the position its producer claimed, stamped by the
+    /// ring's consumer when it pops the record): lets the reporter tell events before a device loss
+    /// from wgpu's teardown after it.
     pub sequence: u64,
     /// Raw `VkObjectType` of `pObjects[0]`.
     pub object_type: i32,
@@ -140,6 +141,11 @@ impl BindingRecord {
     /// True when the object's name was longer than [`NAME_CAPACITY`] and was cut.
     pub fn is_name_truncated(&self) -> bool {
         self.flags & FLAG_NAME_TRUNCATED != 0
+    }
+
+    /// The name bytes as the driver passed them (not necessarily UTF-8); empty when none.
+    pub(crate) fn name_bytes(&self) -> &[u8] {
+        &self.name[..self.name_len as usize]
     }
 
     /// The object name carried by the event, if any. Bytes that are not UTF-8 (drivers pass the

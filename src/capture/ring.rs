@@ -5,6 +5,11 @@
 //! The algorithm is Dmitry Vyukov's bounded queue (as in crossbeam's `ArrayQueue`): every slot
 //! carries a sequence number that says whose turn it is, so producers only contend on `tail`.
 //! The single consumer is the [`RingConsumer`], unique by construction.
+//!
+//! A record's place in the total order ([`BindingRecord::sequence`]) is the position its producer
+//! claimed, and the consumer reads positions in order: so the consumer stamps it on pop, and a
+//! producer copies its record into the slot untouched, as crossbeam's `ArrayQueue` copies its value
+//! (BENCHMARKS.md compares the two).
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -159,7 +164,7 @@ impl BindingRing {
     /// Stores `record`, or counts it as dropped when the ring is full. Lock-free, allocation-free,
     /// panic-free: safe to call from the messenger callback on any driver thread.
     #[inline]
-    pub fn push(&self, mut record: BindingRecord) -> Result<(), RingFull> {
+    pub fn push(&self, record: BindingRecord) -> Result<(), RingFull> {
         // Relaxed: the position is only a starting guess; the slot's sequence (Acquire below) is what
         // decides whether we may write.
         let mut position = self.tail.0.load(Ordering::Relaxed);
@@ -180,7 +185,6 @@ impl BindingRing {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        record.sequence = position as u64;
                         // SAFETY: winning the CAS makes this producer the only writer of this slot
                         // until it bumps the sequence; the consumer will not read before that.
                         unsafe { (*slot.record.get()).write(record) };
@@ -254,7 +258,9 @@ impl RingConsumer {
         }
         // SAFETY: the sequence says the producer finished writing this slot and no producer may
         // touch it again until we release it below.
-        let record = unsafe { (*slot.record.get()).assume_init_read() };
+        let mut record = unsafe { (*slot.record.get()).assume_init_read() };
+        // Positions are claimed in total order and read in that order: this is the record's place.
+        record.sequence = position as u64;
         // Release: our read of the record happens before a producer reuses the slot one lap later.
         slot.sequence
             .store(position.wrapping_add(ring.capacity()), Ordering::Release);
@@ -305,16 +311,25 @@ mod tests {
         }
         assert_eq!(ring.dropped(), 3);
         assert_eq!(ring.len(), 8);
-        let handles: Vec<u64> = std::iter::from_fn(|| consumer.pop())
-            .map(|r| r.handle)
+        let popped: Vec<(u64, u64)> = std::iter::from_fn(|| consumer.pop())
+            .map(|r| (r.handle, r.sequence))
             .collect();
-        assert_eq!(handles, (0..8).collect::<Vec<_>>());
+        // The consumer stamps each record with its position (drops take none).
+        assert_eq!(popped, (0..8).map(|n| (n, n)).collect::<Vec<_>>());
         assert!(ring.is_empty());
-        // Wraps around after draining.
+        // Wraps around after draining; positions go on, whatever the producer left in `sequence`.
         for n in 100..108 {
-            ring.push(record(n)).unwrap();
+            let mut r = record(n);
+            r.sequence = 12_345;
+            ring.push(r).unwrap();
         }
-        assert_eq!(consumer.drain(usize::MAX, |_| {}), 8);
+        let mut sequences = Vec::new();
+        assert_eq!(
+            consumer.drain(usize::MAX, |r| sequences.push(r.sequence)),
+            8
+        );
+        assert_eq!(sequences, (8..16).collect::<Vec<_>>());
+        assert_eq!(ring.claimed(), 16);
     }
 
     #[test]

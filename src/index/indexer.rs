@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{AddressIndex, IndexSettings};
+use super::{AddressIndex, IndexSettings, PREFETCH_AHEAD};
 use crate::capture::{BindingRecord, BindingRing, RingConsumer};
 
 /// The index shared between the indexer thread and whoever resolves a fault.
@@ -162,7 +162,11 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
         }
         let now = Instant::now();
         let mut index = lock(index);
-        for record in &batch {
+        for (i, record) in batch.iter().enumerate() {
+            // Overlap the cache misses of records folded in turn (see `AddressIndex::apply_all`).
+            if let Some(ahead) = batch.get(i + PREFETCH_AHEAD) {
+                index.prefetch(ahead);
+            }
             match device.judge(record) {
                 DeviceVerdict::Apply => index.apply(record, now),
                 DeviceVerdict::ResetThenApply => {

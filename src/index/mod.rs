@@ -5,25 +5,41 @@
 //! send (see docs/driver-facts.md): duplicate binds of one range, unbinds never bound, several objects over one
 //! range (aliasing), partial unbinds of sparse resources, reallocation as unbind + bind, and objects
 //! flagged `INTERNAL_OBJECT` whose handles later become the application's. Memory is bounded by
-//! [`IndexSettings`].
+//! [`IndexSettings`] and allocated when the index is created: folding an event allocates nothing and
+//! does a bounded amount of work.
+//!
+//! Layout (BENCHMARKS.md has the measurements behind it):
+//! - live ranges: a slab of 56-byte entries addressed by `u32` id, found by object (type, handle)
+//!   through an open-addressing table sized once (`slab.rs`);
+//! - freed ranges: a fixed ring overwritten in place, oldest first;
+//! - recent events: a fixed ring of `Copy` records;
+//! - names: interned once in a bounded arena and referred to by id (`names.rs`); names that do not
+//!   fit are counted in [`IndexStats::names_dropped`].
+//!
+//! Address order (overlap and nearest-below queries) is only needed to resolve a fault, so it is not
+//! kept per event: the first query after a change sorts the ranges (`order.rs`), tens of milliseconds
+//! at a million ranges, and later queries reuse the sort until the next event.
 
 pub mod allocator_names;
+mod fixed_ring;
 mod indexer;
-mod range_table;
+mod names;
+mod order;
+mod slab;
 
-use std::collections::VecDeque;
-
-use bevy::platform::collections::hash_map::Entry;
-use bevy::platform::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use ash::vk;
 use serde::Serialize;
 
 use crate::capture::{BindingKind, BindingRecord};
+use fixed_ring::FixedRing;
 pub use indexer::{IndexerHandle, SharedIndex};
-pub use range_table::{range_end, RangeTable};
+use names::{NameArena, NameId, MAX_NAME_LEN, NO_NAME};
+pub use order::range_end;
+use order::AddressOrder;
+use slab::{BaseTable, LiveEntry, ObjectTable, Slab, NONE};
 
 /// Identifies a Vulkan object the way the binding report does: type plus handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,31 +65,49 @@ impl ObjectKey {
     }
 }
 
-/// Bounds on what the index keeps.
+/// Bounds on what the index keeps. Everything is allocated when the index is created (pages are
+/// touched as they fill); [`AddressIndex::memory`] says how much.
+///
+/// The defaults are sized for a game, not for the worst case. wgpu suballocates buffers and
+/// textures from large memory blocks, so a scene binds about one range per buffer or texture plus
+/// one or two per memory block (the NVIDIA driver binds some memory twice): we estimate tens of
+/// thousands for a large game (not measured; the Bevy scene of docs/gpu-validation.md has 25).
+/// 262,144 live ranges leaves several times that and costs 29.3 MiB in all at the defaults (80 B
+/// per live range allowed, 88 B per freed range kept, the recent events and a 2 MiB name arena;
+/// BENCHMARKS.md); the old bound of 1,048,576 would reserve 4x as much for live ranges. A game that
+/// binds more sees [`IndexStats::live_overflow`] count the binds not indexed, and can raise the
+/// bound.
 #[derive(Clone, Debug)]
 pub struct IndexSettings {
-    /// Live ranges kept; binds beyond it are counted in [`IndexStats::live_overflow`] and not indexed.
+    /// Live ranges kept; binds beyond it are counted in [`IndexStats::live_overflow`] and not
+    /// indexed. Default 262,144 (see above); at most 2^28.
     pub max_live_bindings: usize,
     /// Freed ranges kept for use-after-free detection; the oldest is forgotten first
-    /// (D3D12 DRED keeps 65,536).
+    /// (D3D12 DRED keeps 65,536). Default 65,536.
     pub max_freed_bindings: usize,
     /// Most recent events kept verbatim for breadcrumbs and "what happened around the fault".
+    /// Default 4,096.
     pub max_recent_events: usize,
+    /// Bytes of the name arena; it holds `max_name_bytes / 32` distinct names (names still used by a
+    /// live range, a kept freed range or a recent event). Names that do not fit are counted in
+    /// [`IndexStats::names_dropped`]. Default 2 MiB: 65,536 names, one per kept freed range.
+    pub max_name_bytes: usize,
 }
 
 impl Default for IndexSettings {
     fn default() -> Self {
         Self {
-            max_live_bindings: 1 << 20,
+            max_live_bindings: 262_144,
             max_freed_bindings: 65_536,
             max_recent_events: 4_096,
+            max_name_bytes: 2 << 20,
         }
     }
 }
 
 /// A resource's range with what the index knows of it (see [`AddressIndex::nearest_resource_below`]).
-#[derive(Clone, Debug)]
-pub struct ResourceRange {
+#[derive(Clone, Copy, Debug)]
+pub struct ResourceRange<'a> {
     /// First address.
     pub base: u64,
     /// Length in bytes.
@@ -81,13 +115,13 @@ pub struct ResourceRange {
     /// The object.
     pub key: ObjectKey,
     /// Its name, if known.
-    pub name: Option<Arc<str>>,
+    pub name: Option<&'a str>,
     /// Ring sequence of its bind (0 when only its unbind was seen).
     pub bound_sequence: u64,
 }
 
 /// A range that is backed by an object now.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct LiveBinding {
     /// The object.
     pub key: ObjectKey,
@@ -95,19 +129,17 @@ pub struct LiveBinding {
     pub bound_frame: u64,
     /// Ring sequence of the bind event.
     pub bound_sequence: u64,
-    /// When the indexer saw the bind.
-    pub bound_at: Instant,
     /// Still flagged `INTERNAL_OBJECT` (no event without the flag seen yet).
     pub internal: bool,
 }
 
 /// A range whose object was unbound (destroyed, freed or moved).
-#[derive(Clone, Debug)]
-pub struct FreedBinding {
+#[derive(Clone, Copy, Debug)]
+pub struct FreedBinding<'a> {
     /// The object that was there.
     pub key: ObjectKey,
     /// Its name when it was freed, if one was ever learned.
-    pub name: Option<Arc<str>>,
+    pub name: Option<&'a str>,
     /// Frame of the matching bind, `None` when the unbind matched no bind we saw.
     pub bound_frame: Option<u64>,
     /// Ring sequence of the matching bind, `None` when the unbind matched no bind we saw.
@@ -121,8 +153,8 @@ pub struct FreedBinding {
 }
 
 /// A binding event as the index saw it, kept for breadcrumbs.
-#[derive(Clone, Debug, Serialize)]
-pub struct IndexedEvent {
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct IndexedEvent<'a> {
     /// Position in the ring's total order.
     pub sequence: u64,
     /// Frame of the event.
@@ -139,7 +171,7 @@ pub struct IndexedEvent {
     /// Length in bytes.
     pub size: u64,
     /// Name carried by the event or known for the object then.
-    pub name: Option<Arc<str>>,
+    pub name: Option<&'a str>,
     /// `INTERNAL_OBJECT` flag.
     pub internal: bool,
     /// When the indexer saw it (not serialised: reports carry relative times).
@@ -162,66 +194,72 @@ pub struct IndexStats {
     pub unmatched_unbinds: u64,
     /// Unbinds that covered only part of a live range (sparse resources).
     pub partial_unbinds: u64,
-    /// Binds not indexed because `max_live_bindings` was reached.
+    /// Binds (or pieces left by partial unbinds) not indexed because `max_live_bindings` was reached.
     pub live_overflow: u64,
     /// Freed ranges forgotten because `max_freed_bindings` was reached.
     pub freed_evicted: u64,
+    /// Names not kept because the name arena (`max_name_bytes`) was full of names in use.
+    #[serde(default)]
+    pub names_dropped: u64,
+}
+
+/// A freed range in the freed ring.
+#[derive(Clone, Copy)]
+struct FreedEntry {
+    base: u64,
+    size: u64,
+    handle: u64,
+    bound_frame: u64,
+    bound_sequence: u64,
+    freed_frame: u64,
+    freed_sequence: u64,
+    freed_at: Instant,
+    object_type: i32,
+    name: NameId,
+    /// The unbind matched a bind we saw (`bound_*` are valid).
+    matched: bool,
+}
+
+/// An event in the recent-events ring.
+#[derive(Clone, Copy)]
+struct RecentEntry {
+    sequence: u64,
+    frame: u64,
+    handle: u64,
+    base: u64,
+    size: u64,
+    seen_at: Instant,
+    object_type: i32,
+    name: NameId,
+    kind: BindingKind,
+    internal: bool,
+}
+
+/// Live and freed ranges in address order, built by the first query after a change.
+struct Orders {
+    /// Ids are slab ids.
+    live: AddressOrder,
+    /// Ids are physical slots of the freed ring.
+    freed: AddressOrder,
 }
 
 /// Live and recently freed GPU address ranges with object names.
 pub struct AddressIndex {
     settings: IndexSettings,
-    next_id: u64,
-    live: RangeTable<LiveBinding>,
-    live_by_object: HashMap<ObjectKey, LiveIds>,
-    freed: RangeTable<FreedBinding>,
-    freed_order: VecDeque<u64>,
-    names: HashMap<ObjectKey, Arc<str>>,
-    recent: VecDeque<IndexedEvent>,
+    slab: Slab,
+    objects: ObjectTable,
+    at_base: BaseTable,
+    freed: FixedRing<FreedEntry>,
+    recent: FixedRing<RecentEntry>,
+    names: NameArena,
     stats: IndexStats,
-    /// Names already allocated: labels repeat every frame, so each is allocated once.
-    interned: HashSet<Arc<str>>,
-    /// Reused list of matched live ids in `unbind`, so the steady state allocates nothing there.
-    scratch: Vec<u64>,
+    /// Address order for queries; emptied by every change.
+    order: OnceLock<Orders>,
 }
 
-/// Distinct names kept interned before the set is cleared (names in use stay alive by their `Arc`).
-const MAX_INTERNED: usize = 16_384;
-
-/// The live range ids of one object: almost always one, stored inline so that creating an object
-/// allocates nothing here.
-#[derive(Clone, Debug)]
-enum LiveIds {
-    One(u64),
-    Many(Vec<u64>),
-}
-
-impl LiveIds {
-    fn as_slice(&self) -> &[u64] {
-        match self {
-            LiveIds::One(id) => std::slice::from_ref(id),
-            LiveIds::Many(ids) => ids,
-        }
-    }
-
-    fn push(&mut self, id: u64) {
-        match self {
-            LiveIds::One(first) => *self = LiveIds::Many(vec![*first, id]),
-            LiveIds::Many(ids) => ids.push(id),
-        }
-    }
-
-    /// Removes `id`; true when none is left.
-    fn remove(&mut self, id: u64) -> bool {
-        match self {
-            LiveIds::One(only) => *only == id,
-            LiveIds::Many(ids) => {
-                ids.retain(|&other| other != id);
-                ids.is_empty()
-            }
-        }
-    }
-}
+/// How many records ahead [`AddressIndex::apply_all`] prefetches (enough to cover a memory latency
+/// with the work of folding the records in between).
+pub const PREFETCH_AHEAD: usize = 8;
 
 impl Default for AddressIndex {
     fn default() -> Self {
@@ -229,27 +267,69 @@ impl Default for AddressIndex {
     }
 }
 
-impl AddressIndex {
-    /// Empties the index (a new render device: nothing of the old one may resolve on it).
-    pub fn reset(&mut self) {
-        *self = Self::new(self.settings.clone());
+/// `bytes` as UTF-8 with invalid sequences replaced by U+FFFD (as `String::from_utf8_lossy`), in
+/// `buf` when a replacement is needed, so nothing is allocated; cut at [`MAX_NAME_LEN`] bytes.
+fn lossy_utf8<'a>(bytes: &'a [u8], buf: &'a mut [u8; MAX_NAME_LEN]) -> &'a str {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s;
     }
+    let mut len = 0;
+    'chunks: for chunk in bytes.utf8_chunks() {
+        let replacement = if chunk.invalid().is_empty() {
+            ""
+        } else {
+            "\u{FFFD}"
+        };
+        for piece in [chunk.valid(), replacement] {
+            for c in piece.chars() {
+                let n = c.len_utf8();
+                if len + n > buf.len() {
+                    break 'chunks;
+                }
+                c.encode_utf8(&mut buf[len..len + n]);
+                len += n;
+            }
+        }
+    }
+    std::str::from_utf8(&buf[..len]).unwrap_or("")
+}
 
-    /// An empty index with these bounds.
+/// `name`, or `fallback` when the event carried none.
+fn name_or(name: NameId, fallback: NameId) -> NameId {
+    if name == NO_NAME {
+        fallback
+    } else {
+        name
+    }
+}
+
+impl AddressIndex {
+    /// An empty index with these bounds; allocates everything it will ever hold.
     pub fn new(settings: IndexSettings) -> Self {
         Self {
-            settings,
-            next_id: 0,
-            live: RangeTable::default(),
-            live_by_object: HashMap::new(),
-            freed: RangeTable::default(),
-            freed_order: VecDeque::new(),
-            names: HashMap::new(),
-            recent: VecDeque::new(),
+            slab: Slab::new(settings.max_live_bindings),
+            objects: ObjectTable::new(settings.max_live_bindings),
+            at_base: BaseTable::new(settings.max_live_bindings),
+            freed: FixedRing::new(settings.max_freed_bindings),
+            recent: FixedRing::new(settings.max_recent_events),
+            names: NameArena::new(settings.max_name_bytes),
             stats: IndexStats::default(),
-            interned: HashSet::new(),
-            scratch: Vec::new(),
+            order: OnceLock::new(),
+            settings,
         }
+    }
+
+    /// Empties the index (a new render device: nothing of the old one may resolve on it). Keeps the
+    /// allocations and the settings.
+    pub fn reset(&mut self) {
+        self.slab.clear();
+        self.objects.clear();
+        self.at_base.clear();
+        self.freed.clear();
+        self.recent.clear();
+        self.names.clear();
+        self.stats = IndexStats::default();
+        self.order = OnceLock::new();
     }
 
     /// The bounds in force.
@@ -257,14 +337,26 @@ impl AddressIndex {
         &self.settings
     }
 
-    /// Counters since creation.
+    /// Counters since creation (or the last [`Self::reset`]).
     pub fn stats(&self) -> &IndexStats {
         &self.stats
     }
 
+    /// Heap bytes the index holds for folding: fixed at creation by the settings, whatever it folds.
+    /// Not included: the address order the first query after a change builds (24 bytes per live or
+    /// kept freed range, freed on the next change).
+    pub fn memory(&self) -> usize {
+        self.slab.memory()
+            + self.objects.memory()
+            + self.at_base.memory()
+            + self.freed.memory()
+            + self.recent.memory()
+            + self.names.memory()
+    }
+
     /// Number of live ranges.
     pub fn live_len(&self) -> usize {
-        self.live.len()
+        self.slab.len()
     }
 
     /// Number of freed ranges kept.
@@ -275,8 +367,19 @@ impl AddressIndex {
     /// The most recent events, oldest first.
     pub fn recent_events(
         &self,
-    ) -> impl DoubleEndedIterator<Item = &IndexedEvent> + ExactSizeIterator {
-        self.recent.iter()
+    ) -> impl DoubleEndedIterator<Item = IndexedEvent<'_>> + ExactSizeIterator {
+        self.recent.iter().map(|e| IndexedEvent {
+            sequence: e.sequence,
+            frame: e.frame,
+            kind: e.kind,
+            object_type: e.object_type,
+            handle: e.handle,
+            base: e.base,
+            size: e.size,
+            name: self.names.name(e.name),
+            internal: e.internal,
+            seen_at: Some(e.seen_at),
+        })
     }
 
     /// Ring sequence where the trailing run of unbinds (no bind after it) begins, if the recent
@@ -292,30 +395,122 @@ impl AddressIndex {
         None
     }
 
-    /// The name known for an object, if any.
-    pub fn name_of(&self, key: ObjectKey) -> Option<&Arc<str>> {
-        self.names.get(&key)
+    /// First live entry of an object, if it has any (null handles name no object).
+    fn first_entry(&self, key: ObjectKey) -> Option<u32> {
+        if key.handle == 0 {
+            return None;
+        }
+        self.objects
+            .find(&self.slab, key.object_type, key.handle)
+            .ok()
+            .map(|bucket| self.objects.first(bucket))
+    }
+
+    /// The name known for an object with a live range, if any.
+    pub fn name_of(&self, key: ObjectKey) -> Option<&str> {
+        let first = self.first_entry(key)?;
+        self.names.name(self.slab[first].name)
     }
 
     /// Records a name learned elsewhere (e.g. from wgpu's allocator report). Names of objects with no
-    /// live range are not kept, so the table stays bounded by the live set.
+    /// live range are not kept, so the names stay bounded by what the index holds.
     pub fn set_name(&mut self, key: ObjectKey, name: &str) {
-        if self.live_by_object.contains_key(&key) {
-            let name = self.intern(name);
-            self.names.insert(key, name);
+        let Some(first) = self.first_entry(key) else {
+            return;
+        };
+        match self.names.intern(name) {
+            Some(id) => {
+                self.rename_object(first, id);
+                self.names.release(id);
+            }
+            None => self.stats.names_dropped += 1,
         }
     }
 
-    /// Live ranges `(base, size, binding)` overlapping the inclusive interval `[lo, hi]`.
-    pub fn live_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, &LiveBinding)> {
-        collect(&self.live, self.live.overlapping(lo, hi))
+    /// Gives every live entry of the object starting at `first` the name `id`.
+    fn rename_object(&mut self, first: u32, id: NameId) {
+        let mut cur = first;
+        while cur != NONE {
+            let old = self.slab[cur].name;
+            if old != id {
+                self.names.acquire(id);
+                self.slab[cur].name = id;
+                self.names.release(old);
+            }
+            cur = self.slab[cur].next;
+        }
+    }
+
+    fn orders(&self) -> &Orders {
+        self.order.get_or_init(|| Orders {
+            live: AddressOrder::build(self.slab.iter().map(|(id, e)| (e.base, e.size, id))),
+            freed: AddressOrder::build(
+                self.freed
+                    .slots()
+                    .map(|(slot, f)| (f.base, f.size, slot as u32)),
+            ),
+        })
+    }
+
+    fn live_at(&self, id: u32) -> (u64, u64, LiveBinding) {
+        let e = &self.slab[id];
+        (
+            e.base,
+            e.size,
+            LiveBinding {
+                key: ObjectKey {
+                    object_type: e.object_type,
+                    handle: e.handle,
+                },
+                bound_frame: e.bound_frame,
+                bound_sequence: e.bound_sequence,
+                internal: e.is_internal(),
+            },
+        )
+    }
+
+    fn freed_view(&self, f: &FreedEntry) -> (u64, u64, FreedBinding<'_>) {
+        (
+            f.base,
+            f.size,
+            FreedBinding {
+                key: ObjectKey {
+                    object_type: f.object_type,
+                    handle: f.handle,
+                },
+                name: self.names.name(f.name),
+                bound_frame: f.matched.then_some(f.bound_frame),
+                bound_sequence: f.matched.then_some(f.bound_sequence),
+                freed_frame: f.freed_frame,
+                freed_sequence: f.freed_sequence,
+                freed_at: f.freed_at,
+            },
+        )
+    }
+
+    /// Live ranges `(base, size, binding)` overlapping the inclusive interval `[lo, hi]`. The first
+    /// query after a change sorts the index (see the module documentation).
+    pub fn live_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, LiveBinding)> {
+        self.orders()
+            .live
+            .overlapping(lo, hi)
+            .map(|id| self.live_at(id))
+            .collect()
     }
 
     /// Freed ranges `(base, size, binding)` overlapping `[lo, hi]`, most recently freed first.
-    pub fn freed_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, &FreedBinding)> {
-        let mut found = collect(&self.freed, self.freed.overlapping(lo, hi));
-        found.sort_by_key(|b| std::cmp::Reverse(b.2.freed_at));
-        found
+    pub fn freed_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, FreedBinding<'_>)> {
+        let mut slots: Vec<usize> = self
+            .orders()
+            .freed
+            .overlapping(lo, hi)
+            .map(|slot| slot as usize)
+            .collect();
+        slots.sort_unstable_by_key(|&slot| std::cmp::Reverse(self.freed.age_rank(slot)));
+        slots
+            .into_iter()
+            .map(|slot| self.freed_view(self.freed.at_slot(slot)))
+            .collect()
     }
 
     /// The resource (not memory) that was live at ring position `as_of` (now, when `None`) and ends
@@ -324,37 +519,52 @@ impl AddressIndex {
         &self,
         address: u64,
         as_of: Option<u64>,
-    ) -> Option<ResourceRange> {
+    ) -> Option<ResourceRange<'_>> {
         let memory = vk::ObjectType::DEVICE_MEMORY.as_raw();
-        let live = self
+        let orders = self.orders();
+        let live = orders
             .live
-            .nearest_ending_at_or_below_where(address, |b| {
-                b.key.object_type != memory && as_of.is_none_or(|cut| b.bound_sequence < cut)
+            .nearest_ending_at_or_below_where(address, |id| {
+                let e = &self.slab[id];
+                e.object_type != memory && as_of.is_none_or(|cut| e.bound_sequence < cut)
             })
-            .and_then(|id| self.live.get(id))
-            .map(|(base, size, b)| ResourceRange {
-                base,
-                size,
-                key: b.key,
-                name: self.names.get(&b.key).cloned(),
-                bound_sequence: b.bound_sequence,
+            .map(|id| {
+                let e = &self.slab[id];
+                ResourceRange {
+                    base: e.base,
+                    size: e.size,
+                    key: ObjectKey {
+                        object_type: e.object_type,
+                        handle: e.handle,
+                    },
+                    name: self.names.name(e.name),
+                    bound_sequence: e.bound_sequence,
+                }
             });
         // Freed by the teardown after the cut-off: it was live when the GPU faulted.
         let freed_then_live = as_of
             .and_then(|cut| {
-                self.freed.nearest_ending_at_or_below_where(address, |f| {
-                    f.key.object_type != memory
-                        && f.freed_sequence >= cut
-                        && f.bound_sequence.is_none_or(|b| b < cut)
-                })
+                orders
+                    .freed
+                    .nearest_ending_at_or_below_where(address, |slot| {
+                        let f = self.freed.at_slot(slot as usize);
+                        f.object_type != memory
+                            && f.freed_sequence >= cut
+                            && (!f.matched || f.bound_sequence < cut)
+                    })
             })
-            .and_then(|id| self.freed.get(id))
-            .map(|(base, size, f)| ResourceRange {
-                base,
-                size,
-                key: f.key,
-                name: f.name.clone(),
-                bound_sequence: f.bound_sequence.unwrap_or(0),
+            .map(|slot| {
+                let f = self.freed.at_slot(slot as usize);
+                ResourceRange {
+                    base: f.base,
+                    size: f.size,
+                    key: ObjectKey {
+                        object_type: f.object_type,
+                        handle: f.handle,
+                    },
+                    name: self.names.name(f.name),
+                    bound_sequence: if f.matched { f.bound_sequence } else { 0 },
+                }
             });
         [live, freed_then_live]
             .into_iter()
@@ -363,252 +573,349 @@ impl AddressIndex {
     }
 
     /// The live range ending closest at or below `address`.
-    pub fn nearest_live_below(&self, address: u64) -> Option<(u64, u64, &LiveBinding)> {
-        let id = self.live.nearest_ending_at_or_below(address)?;
-        self.live.get(id)
+    pub fn nearest_live_below(&self, address: u64) -> Option<(u64, u64, LiveBinding)> {
+        let id = self
+            .orders()
+            .live
+            .nearest_ending_at_or_below_where(address, |_| true)?;
+        Some(self.live_at(id))
     }
 
     /// Every freed range `(base, size, binding)` kept, oldest first.
-    pub fn freed_bindings(&self) -> impl DoubleEndedIterator<Item = (u64, u64, &FreedBinding)> {
-        self.freed_order.iter().filter_map(|&id| self.freed.get(id))
+    pub fn freed_bindings(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (u64, u64, FreedBinding<'_>)> + ExactSizeIterator {
+        self.freed.iter().map(|f| self.freed_view(f))
     }
 
     /// Every live range `(base, size, binding)`, unordered.
-    pub fn live_bindings(&self) -> impl Iterator<Item = (u64, u64, &LiveBinding)> {
-        self.live.iter().map(|(_, b, s, v)| (b, s, v))
+    pub fn live_bindings(&self) -> impl Iterator<Item = (u64, u64, LiveBinding)> + '_ {
+        self.slab.iter().map(|(id, _)| self.live_at(id))
+    }
+
+    /// Starts loading what folding `record` reads first (its object's bucket, a likely cache and
+    /// TLB miss once the table outgrows the cache); a hint, no effect on the result. Call it a few
+    /// records before [`Self::apply`] on that record, as [`Self::apply_all`] does.
+    #[inline]
+    pub fn prefetch(&self, record: &BindingRecord) {
+        if record.handle != 0 {
+            self.objects.prefetch(record.object_type, record.handle);
+        }
+    }
+
+    /// Folds `records` in order, exactly as [`Self::apply`] on each, prefetching [`PREFETCH_AHEAD`]
+    /// records ahead so that their cache misses overlap.
+    pub fn apply_all(&mut self, records: &[BindingRecord], now: Instant) {
+        for (i, record) in records.iter().enumerate() {
+            if let Some(ahead) = records.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
+            self.apply(record, now);
+        }
     }
 
     /// Folds one record in. `now` stamps it (the ring carries frames, not clock times, to keep the
-    /// callback cheap).
+    /// callback cheap). Allocates nothing; the work is bounded by the object's live ranges (one,
+    /// almost always) and probe runs of tables at most half full.
     pub fn apply(&mut self, record: &BindingRecord, now: Instant) {
-        let key = ObjectKey {
-            object_type: record.object_type,
-            handle: record.handle,
-        };
         self.stats.events += 1;
-        if let Some(name) = record.name() {
-            if self.names.get(&key).map(|n| &**n) != Some(&*name) {
-                let name = self.intern(&name);
-                self.names.insert(key, name);
-            }
+        if self.order.get().is_some() {
+            self.order = OnceLock::new();
         }
+        let found = if record.handle != 0 {
+            self.objects
+                .find(&self.slab, record.object_type, record.handle)
+        } else {
+            Err(usize::MAX)
+        };
+        let first = found.ok().map(|bucket| self.objects.first(bucket));
+        let name = self.event_name(record, first);
         match record.kind {
-            BindingKind::Bind => self.bind(key, record, now),
-            BindingKind::Unbind => self.unbind(key, record, now),
+            BindingKind::Bind => self.bind(record, found, name),
+            BindingKind::Unbind => self.unbind(record, found, name, now),
         }
-        self.remember(key, record, now);
-        if !self.live_by_object.contains_key(&key) {
-            // The object has no live range left: its handle may be reused by a new object, so its
-            // name now lives only in the freed entries and recent events.
-            self.names.remove(&key);
-        }
+        self.remember(record, name, now);
+        self.names.release(name);
     }
 
-    fn bind(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
-        self.stats.binds += 1;
-        let ids = self
-            .live_by_object
-            .get(&key)
-            .map_or(&[][..], LiveIds::as_slice);
-        if !record.is_internal_object() {
-            // The driver now reports this handle as the application's: its earlier internal
-            // bindings are the same object.
-            for &id in ids {
-                if let Some(binding) = self.live.get_mut(id) {
-                    binding.internal = false;
+    /// The event's name, with one reference for the caller: the one it carries (which the object's
+    /// live ranges then take too), else the object's.
+    fn event_name(&mut self, record: &BindingRecord, first: Option<u32>) -> NameId {
+        let known = first.map_or(NO_NAME, |id| self.slab[id].name);
+        let carried = record.name_bytes();
+        if !carried.is_empty() {
+            let mut buf = [0u8; MAX_NAME_LEN];
+            let name = lossy_utf8(carried, &mut buf);
+            if known == NO_NAME || self.names.get(known) != name {
+                match self.names.intern(name) {
+                    Some(id) => {
+                        if let Some(first) = first {
+                            self.rename_object(first, id);
+                        }
+                        return id;
+                    }
+                    None => self.stats.names_dropped += 1,
                 }
             }
         }
-        let duplicate = ids.iter().any(|&id| {
-            self.live
-                .get(id)
-                .is_some_and(|(base, size, _)| base == record.base && size == record.size)
-        });
+        self.names.acquire(known);
+        known
+    }
+
+    fn bind(&mut self, record: &BindingRecord, found: Result<usize, usize>, name: NameId) {
+        self.stats.binds += 1;
+        let internal = record.is_internal_object();
+        let (object_type, handle, base, size) =
+            (record.object_type, record.handle, record.base, record.size);
+        let duplicate = if handle != 0 {
+            let mut duplicate = false;
+            let mut cur = found.map_or(NONE, |bucket| self.objects.first(bucket));
+            while cur != NONE {
+                let e = &mut self.slab[cur];
+                if !internal {
+                    // The driver now reports this handle as the application's: its earlier
+                    // internal bindings are the same object.
+                    e.set_internal(false);
+                }
+                duplicate |= e.base == base && e.size == size;
+                cur = e.next;
+            }
+            duplicate
+        } else {
+            // Null handles name no object: a duplicate is another null-handle range just like it.
+            self.at_base
+                .chain(&self.slab, object_type, base)
+                .any(|id| self.slab[id].handle == 0 && self.slab[id].size == size)
+        };
         if duplicate {
             self.stats.duplicate_binds += 1;
             return;
         }
-        if self.live.len() >= self.settings.max_live_bindings {
+        if self.slab.is_full() {
             self.stats.live_overflow += 1;
             return;
         }
-        let binding = LiveBinding {
-            key,
-            bound_frame: record.frame,
-            bound_sequence: record.sequence,
-            bound_at: now,
-            internal: record.is_internal_object(),
-        };
-        self.insert_live(record.base, record.size, binding);
-    }
-
-    fn insert_live(&mut self, base: u64, size: u64, binding: LiveBinding) {
-        let id = self.fresh_id();
-        match self.live_by_object.entry(binding.key) {
-            Entry::Occupied(mut ids) => ids.get_mut().push(id),
-            Entry::Vacant(slot) => {
-                slot.insert(LiveIds::One(id));
-            }
+        self.names.acquire(name);
+        let id = self.slab.insert(LiveEntry::new(record, base, size, name));
+        if handle != 0 {
+            // Becomes the object's first entry; the others follow it.
+            let (Ok(bucket) | Err(bucket)) = found;
+            self.slab[id].next = found.map_or(NONE, |bucket| self.objects.first(bucket));
+            self.objects.set(bucket, object_type, handle, id);
         }
-        self.live.insert(id, base, size, binding);
+        if handle == 0 || internal {
+            self.at_base.insert(&mut self.slab, id);
+        }
     }
 
-    fn unbind(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
+    fn unbind(
+        &mut self,
+        record: &BindingRecord,
+        found: Result<usize, usize>,
+        name: NameId,
+        now: Instant,
+    ) {
         self.stats.unbinds += 1;
         let (lo, end) = (record.base, range_end(record.base, record.size));
-        let mut ids = std::mem::take(&mut self.scratch);
-        ids.clear();
-        if let Some(own) = self.live_by_object.get(&key) {
-            ids.extend(own.as_slice().iter().copied().filter(|&id| {
-                self.live
-                    .get(id)
-                    .is_some_and(|(b, s, _)| b < end && range_end(b, s) > lo)
-            }));
+        let mut matched = false;
+        if let Ok(bucket) = found {
+            let first = self.objects.first(bucket);
+            let (mut head, mut prev, mut cur) = (first, NONE, first);
+            while cur != NONE {
+                let e = self.slab[cur];
+                let next = e.next;
+                let e_end = range_end(e.base, e.size);
+                if e.base >= end || e_end <= lo {
+                    prev = cur;
+                    cur = next;
+                    continue;
+                }
+                matched = true;
+                let (left, right) = (e.base < lo, e_end > end);
+                if left || right {
+                    self.stats.partial_unbinds += 1;
+                }
+                let freed_lo = e.base.max(lo);
+                self.push_freed(
+                    freed_lo,
+                    e_end.min(end) - freed_lo,
+                    Some(&e),
+                    name_or(name, e.name),
+                    record,
+                    now,
+                );
+                if !left && !right {
+                    if prev == NONE {
+                        head = next;
+                    } else {
+                        self.slab[prev].next = next;
+                    }
+                    self.free_entry(cur);
+                    cur = next;
+                    continue;
+                }
+                // Keep what the unbind did not cover: the left piece (or else the right one) in
+                // place, the right one of a split as a new entry after it.
+                if left {
+                    self.reshape(cur, e.base, lo - e.base);
+                } else {
+                    self.reshape(cur, end, e_end - end);
+                }
+                prev = cur;
+                if left && right {
+                    if self.slab.is_full() {
+                        self.stats.live_overflow += 1;
+                    } else {
+                        self.names.acquire(e.name);
+                        let piece = self.slab.insert(e.piece(end, e_end - end));
+                        self.slab[piece].next = next;
+                        self.slab[cur].next = piece;
+                        if e.in_base_table() {
+                            self.at_base.insert(&mut self.slab, piece);
+                        }
+                        prev = piece;
+                    }
+                }
+                cur = next;
+            }
+            if head != first {
+                if head == NONE {
+                    self.objects.remove(bucket);
+                } else {
+                    self.objects
+                        .set(bucket, record.object_type, record.handle, head);
+                }
+            }
         }
-        if ids.is_empty() {
-            // Handle unknown (bound before capture, an internal handle, or a null handle): an exact
-            // range match on an object of the same type is the same allocation.
-            ids.extend(
-                self.live
-                    .overlapping(lo, lo)
-                    .into_iter()
-                    .filter(|&id| {
-                        self.live.get(id).is_some_and(|(b, s, v)| {
-                            b == record.base
-                                && s == record.size
-                                && v.key.object_type == key.object_type
-                        })
-                    })
-                    .take(1),
-            );
-        }
-        let name = self.names.get(&key).cloned();
-        if ids.is_empty() {
-            self.stats.unmatched_unbinds += 1;
-            self.push_freed(record.base, record.size, key, name, None, record, now);
-            self.scratch = ids;
+        if matched {
             return;
         }
-        for &id in &ids {
-            let Some((base, size, binding)) = self.live.remove(id) else {
-                continue;
-            };
-            self.forget_live_id(binding.key, id);
-            let binding_end = range_end(base, size);
-            let freed_lo = base.max(lo);
-            let freed_end = binding_end.min(end);
-            if base < lo {
-                self.insert_live(base, lo - base, binding.clone());
+        // Handle unknown (bound before capture, an internal handle, or a null handle): an exact
+        // range match on a null-handle or internal object of the same type is the same allocation.
+        let candidate = self
+            .at_base
+            .chain(&self.slab, record.object_type, record.base)
+            .find(|&id| self.slab[id].size == record.size);
+        match candidate {
+            Some(id) => {
+                let e = self.slab[id];
+                self.push_freed(e.base, e.size, Some(&e), name_or(name, e.name), record, now);
+                self.unlink_from_object(id);
+                self.free_entry(id);
             }
-            if binding_end > end {
-                self.insert_live(end, binding_end - end, binding.clone());
+            None => {
+                self.stats.unmatched_unbinds += 1;
+                self.push_freed(record.base, record.size, None, name, record, now);
             }
-            if base < lo || binding_end > end {
-                self.stats.partial_unbinds += 1;
-            }
-            let name = name
-                .clone()
-                .or_else(|| self.names.get(&binding.key).cloned());
-            self.push_freed(
-                freed_lo,
-                freed_end - freed_lo,
-                binding.key,
-                name,
-                Some((binding.bound_frame, binding.bound_sequence)),
-                record,
-                now,
-            );
-        }
-        self.scratch = ids;
-    }
-
-    fn forget_live_id(&mut self, key: ObjectKey, id: u64) {
-        if self
-            .live_by_object
-            .get_mut(&key)
-            .is_some_and(|ids| ids.remove(id))
-        {
-            self.live_by_object.remove(&key);
         }
     }
 
-    /// The shared `Arc` of `name`, allocating only the first time a name is seen.
-    fn intern(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.interned.get(name) {
-            return Arc::clone(known);
+    /// Moves live entry `id` to `[base, base + size)`, re-indexing it by base if it is indexed so.
+    fn reshape(&mut self, id: u32, base: u64, size: u64) {
+        let indexed = self.slab[id].in_base_table() && self.slab[id].base != base;
+        if indexed {
+            self.at_base.remove(&mut self.slab, id);
         }
-        if self.interned.len() >= MAX_INTERNED {
-            self.interned.clear();
+        self.slab[id].base = base;
+        self.slab[id].size = size;
+        if indexed {
+            self.at_base.insert(&mut self.slab, id);
         }
-        let name: Arc<str> = Arc::from(name);
-        self.interned.insert(Arc::clone(&name));
-        name
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Takes live entry `id` out of its object's chain (found through the object table).
+    fn unlink_from_object(&mut self, id: u32) {
+        let (object_type, handle) = (self.slab[id].object_type, self.slab[id].handle);
+        if handle == 0 {
+            return;
+        }
+        let Ok(bucket) = self.objects.find(&self.slab, object_type, handle) else {
+            return;
+        };
+        let first = self.objects.first(bucket);
+        let next = self.slab[id].next;
+        if first == id {
+            if next == NONE {
+                self.objects.remove(bucket);
+            } else {
+                self.objects.set(bucket, object_type, handle, next);
+            }
+            return;
+        }
+        let mut prev = first;
+        while self.slab[prev].next != NONE {
+            if self.slab[prev].next == id {
+                self.slab[prev].next = next;
+                return;
+            }
+            prev = self.slab[prev].next;
+        }
+    }
+
+    /// Frees live entry `id`, already out of its object's chain.
+    fn free_entry(&mut self, id: u32) {
+        self.at_base.remove(&mut self.slab, id);
+        let entry = self.slab.remove(id);
+        self.names.release(entry.name);
+    }
+
+    /// Adds a freed range, overwriting the oldest when the ring is full. `bound` is the live entry
+    /// it came from, `None` for an unbind that matched nothing.
     fn push_freed(
         &mut self,
         base: u64,
         size: u64,
-        key: ObjectKey,
-        name: Option<Arc<str>>,
-        bound: Option<(u64, u64)>,
+        bound: Option<&LiveEntry>,
+        name: NameId,
         unbind: &BindingRecord,
         now: Instant,
     ) {
         if self.settings.max_freed_bindings == 0 {
             return;
         }
-        while self.freed.len() >= self.settings.max_freed_bindings {
-            let Some(oldest) = self.freed_order.pop_front() else {
-                break;
-            };
-            if self.freed.remove(oldest).is_some() {
-                self.stats.freed_evicted += 1;
-            }
-        }
-        let id = self.fresh_id();
-        self.freed.insert(
-            id,
+        self.names.acquire(name);
+        let (object_type, handle) = bound.map_or((unbind.object_type, unbind.handle), |e| {
+            (e.object_type, e.handle)
+        });
+        let entry = FreedEntry {
             base,
             size,
-            FreedBinding {
-                key,
-                name,
-                bound_frame: bound.map(|(frame, _)| frame),
-                bound_sequence: bound.map(|(_, sequence)| sequence),
-                freed_frame: unbind.frame,
-                freed_sequence: unbind.sequence,
-                freed_at: now,
-            },
-        );
-        self.freed_order.push_back(id);
+            handle,
+            bound_frame: bound.map_or(0, |e| e.bound_frame),
+            bound_sequence: bound.map_or(0, |e| e.bound_sequence),
+            freed_frame: unbind.frame,
+            freed_sequence: unbind.sequence,
+            freed_at: now,
+            object_type,
+            name,
+            matched: bound.is_some(),
+        };
+        if let Some(old) = self.freed.push(entry) {
+            self.stats.freed_evicted += 1;
+            self.names.release(old.name);
+        }
     }
 
-    fn remember(&mut self, key: ObjectKey, record: &BindingRecord, now: Instant) {
+    fn remember(&mut self, record: &BindingRecord, name: NameId, now: Instant) {
         if self.settings.max_recent_events == 0 {
             return;
         }
-        if self.recent.len() >= self.settings.max_recent_events {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(IndexedEvent {
+        self.names.acquire(name);
+        let event = RecentEntry {
             sequence: record.sequence,
             frame: record.frame,
-            kind: record.kind,
-            object_type: key.object_type,
-            handle: key.handle,
+            handle: record.handle,
             base: record.base,
             size: record.size,
-            name: self.names.get(&key).cloned(),
+            seen_at: now,
+            object_type: record.object_type,
+            name,
+            kind: record.kind,
             internal: record.is_internal_object(),
-            seen_at: Some(now),
-        });
-    }
-
-    fn fresh_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        };
+        if let Some(old) = self.recent.push(event) {
+            self.names.release(old.name);
+        }
     }
 }
 
@@ -619,10 +926,6 @@ pub fn object_type_name(object_type: i32) -> String {
 
 fn serialize_object_type<S: serde::Serializer>(raw: &i32, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&object_type_name(*raw))
-}
-
-fn collect<T>(table: &RangeTable<T>, ids: Vec<u64>) -> Vec<(u64, u64, &T)> {
-    ids.into_iter().filter_map(|id| table.get(id)).collect()
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ impl ResolveContext<'_> {
                     base,
                     size,
                     key: f.key,
-                    name: f.name.as_deref().map(str::to_owned),
+                    name: f.name.map(str::to_owned),
                     live: live_then,
                     freed_at: (!live_then).then_some(f.freed_at),
                     freed_frame: (!live_then).then_some(f.freed_frame),
@@ -271,7 +271,7 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
                 base: r.base,
                 size: r.size,
                 key: r.key,
-                name: r.name.as_deref().map(str::to_owned),
+                name: r.name.map(str::to_owned),
                 live: true,
                 freed_at: None,
                 freed_frame: None,
@@ -302,7 +302,7 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
         .recent_events()
         .filter(|e| e.base <= hi && e.base.saturating_add(e.size.max(1)) > lo)
         .filter(|e| ctx.as_of.is_none_or(|c| e.sequence < c))
-        .map(|e| BindingEventEntry::from_indexed(e, ctx.now))
+        .map(|e| BindingEventEntry::from_indexed(&e, ctx.now))
         .collect();
     FaultEntry {
         address,

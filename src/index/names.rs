@@ -1,0 +1,370 @@
+//! `NameArena`: object names interned in a fixed byte arena and referred to by `u32` id.
+//!
+//! Labels repeat (`frame_uniforms_0` every frame), so each distinct name is stored once and every
+//! holder (a live range, a freed range, a recent event) keeps its id and one reference. Everything is
+//! allocated once, from [`IndexSettings::max_name_bytes`](super::IndexSettings::max_name_bytes):
+//!
+//! - `bytes`: the arena. Each name is a record `[id: u32 LE][len: u8][len bytes]`, appended.
+//! - `slots`: per id its offset, length, hash and reference count.
+//! - `table`: open addressing (linear probing) from the name's hash to its id, for interning.
+//!
+//! A name whose last reference goes stays interned ("dead"), so a label that comes back (the next
+//! frame's buffer) is found again for free. When the arena or the ids run out, and at least a quarter
+//! of either is dead, one compaction pass slides the live records down and forgets the dead ones: a
+//! pass is bounded by the arena size and frees at least a quarter of it, so its cost per interned name
+//! is bounded too. When nothing can be freed the name is dropped (the index counts it in
+//! `IndexStats::names_dropped`); the holder then has no name, which a report shows as the type and handle.
+
+/// Id of an interned name; [`NO_NAME`] for none.
+pub(crate) type NameId = u32;
+
+/// No name.
+pub(crate) const NO_NAME: NameId = u32::MAX;
+
+/// Longest name kept, in bytes (the record header stores the length in one byte); longer names
+/// (only from [`super::AddressIndex::set_name`]: ring records carry at most 72) are cut at a
+/// character boundary.
+pub(crate) const MAX_NAME_LEN: usize = 255;
+
+/// Bytes of a name record's header: id (4) and length (1).
+const HEADER: usize = 5;
+
+/// Arena bytes per id slot: the number of ids is `max_name_bytes / BYTES_PER_NAME`, sized for names
+/// of ~27 bytes on average (wgpu and Bevy labels are 10-30 characters).
+pub(crate) const BYTES_PER_NAME: usize = 32;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct NameSlot {
+    /// Offset of the name's record in `bytes`; for a free slot, the next free id.
+    offset: u32,
+    /// The name's hash (its top bits are the home bucket in `table`).
+    hash: u32,
+    /// Holders of this id; 0 = dead (still interned until the next compaction).
+    refs: u32,
+    len: u16,
+}
+
+/// See the module documentation.
+pub(crate) struct NameArena {
+    bytes: Vec<u8>,
+    slots: Vec<NameSlot>,
+    max_names: usize,
+    /// Head of the free id list (linked through `NameSlot::offset`), `NO_NAME` when empty.
+    free: NameId,
+    /// `id + 1` per bucket, 0 = empty.
+    table: Vec<u32>,
+    table_bits: u32,
+    dead_bytes: usize,
+    dead_names: usize,
+}
+
+/// FxHash-style hash of a name, finished with a multiply so the top bits (the bucket) mix all input.
+fn hash_name(bytes: &[u8]) -> u32 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        h = (h.rotate_left(5) ^ word).wrapping_mul(K);
+    }
+    let mut tail = [0u8; 8];
+    let rest = chunks.remainder();
+    tail[..rest.len()].copy_from_slice(rest);
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    ((h ^ (h >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
+}
+
+impl NameArena {
+    /// An empty arena of `max_bytes` bytes (at least 256) and `max_bytes / 32` ids.
+    pub(crate) fn new(max_bytes: usize) -> Self {
+        let max_bytes = max_bytes.clamp(HEADER + MAX_NAME_LEN, u32::MAX as usize);
+        let max_names = (max_bytes / BYTES_PER_NAME).max(8);
+        let buckets = (max_names * 2).next_power_of_two();
+        Self {
+            bytes: Vec::with_capacity(max_bytes),
+            slots: Vec::with_capacity(max_names),
+            max_names,
+            free: NO_NAME,
+            table: vec![0; buckets],
+            table_bits: buckets.trailing_zeros(),
+            dead_bytes: 0,
+            dead_names: 0,
+        }
+    }
+
+    /// Forgets every name, keeping the allocations.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.slots.clear();
+        self.free = NO_NAME;
+        self.table.fill(0);
+        self.dead_bytes = 0;
+        self.dead_names = 0;
+    }
+
+    /// Heap bytes held (all allocated up front).
+    pub(crate) fn memory(&self) -> usize {
+        self.bytes.capacity()
+            + self.slots.capacity() * std::mem::size_of::<NameSlot>()
+            + self.table.capacity() * std::mem::size_of::<u32>()
+    }
+
+    /// The name of `id` (`""` for [`NO_NAME`]).
+    pub(crate) fn get(&self, id: NameId) -> &str {
+        if id == NO_NAME {
+            return "";
+        }
+        let slot = self.slots[id as usize];
+        let start = slot.offset as usize + HEADER;
+        // Interned from `&str` only (see `intern`), so always UTF-8; the fallback is unreachable.
+        std::str::from_utf8(&self.bytes[start..start + slot.len as usize]).unwrap_or("")
+    }
+
+    /// `Some(name)` unless `id` is [`NO_NAME`].
+    pub(crate) fn name(&self, id: NameId) -> Option<&str> {
+        (id != NO_NAME).then(|| self.get(id))
+    }
+
+    /// One more holder of `id`.
+    #[inline]
+    pub(crate) fn acquire(&mut self, id: NameId) {
+        if id != NO_NAME {
+            let slot = &mut self.slots[id as usize];
+            if slot.refs == 0 {
+                self.dead_bytes -= HEADER + slot.len as usize;
+                self.dead_names -= 1;
+            }
+            slot.refs += 1;
+        }
+    }
+
+    /// One holder fewer of `id`; at zero the name is dead but stays findable until a compaction.
+    #[inline]
+    pub(crate) fn release(&mut self, id: NameId) {
+        if id != NO_NAME {
+            let slot = &mut self.slots[id as usize];
+            slot.refs -= 1;
+            if slot.refs == 0 {
+                self.dead_bytes += HEADER + slot.len as usize;
+                self.dead_names += 1;
+            }
+        }
+    }
+
+    fn home(&self, hash: u32) -> usize {
+        (hash >> (32 - self.table_bits)) as usize
+    }
+
+    /// Bucket holding `name`, or `Err(empty bucket)` where it would go.
+    fn find(&self, name: &[u8], hash: u32) -> Result<usize, usize> {
+        let mask = self.table.len() - 1;
+        let mut bucket = self.home(hash);
+        loop {
+            let entry = self.table[bucket];
+            if entry == 0 {
+                return Err(bucket);
+            }
+            let slot = &self.slots[(entry - 1) as usize];
+            if slot.hash == hash && slot.len as usize == name.len() {
+                let start = slot.offset as usize + HEADER;
+                if &self.bytes[start..start + name.len()] == name {
+                    return Ok(bucket);
+                }
+            }
+            bucket = (bucket + 1) & mask;
+        }
+    }
+
+    /// The id of `name` with one reference taken for the caller, or `None` (counted) when it does not
+    /// fit. Names longer than [`MAX_NAME_LEN`] are cut at a character boundary. Never allocates.
+    pub(crate) fn intern(&mut self, name: &str) -> Option<NameId> {
+        let mut len = name.len().min(MAX_NAME_LEN);
+        while !name.is_char_boundary(len) {
+            len -= 1;
+        }
+        let name = &name.as_bytes()[..len];
+        let hash = hash_name(name);
+        let mut bucket = match self.find(name, hash) {
+            Ok(bucket) => {
+                let id = self.table[bucket] - 1;
+                self.acquire(id);
+                return Some(id);
+            }
+            Err(bucket) => bucket,
+        };
+        let need = HEADER + name.len();
+        if !self.has_room(need) {
+            let compactable = self.dead_bytes * 4 >= self.bytes.capacity()
+                || self.dead_names * 4 >= self.max_names;
+            if compactable {
+                self.compact();
+                // Compaction only removes names, so `name` is still absent: take its new bucket.
+                bucket = match self.find(name, hash) {
+                    Ok(bucket) | Err(bucket) => bucket,
+                };
+            }
+            if !compactable || !self.has_room(need) {
+                return None;
+            }
+        }
+        let id = if self.free != NO_NAME {
+            let id = self.free;
+            self.free = self.slots[id as usize].offset;
+            id
+        } else {
+            self.slots.push(NameSlot::default());
+            (self.slots.len() - 1) as NameId
+        };
+        let offset = self.bytes.len();
+        // Within capacity (checked by `has_room`): no reallocation.
+        self.bytes.extend_from_slice(&id.to_le_bytes());
+        self.bytes.push(name.len() as u8);
+        self.bytes.extend_from_slice(name);
+        self.slots[id as usize] = NameSlot {
+            offset: offset as u32,
+            hash,
+            refs: 1,
+            len: name.len() as u16,
+        };
+        self.table[bucket] = id + 1;
+        Some(id)
+    }
+
+    fn has_room(&self, need: usize) -> bool {
+        self.bytes.len() + need <= self.bytes.capacity()
+            && (self.free != NO_NAME || self.slots.len() < self.max_names)
+    }
+
+    /// Slides the records of names still held down to the start of the arena and forgets the dead
+    /// ones (their buckets and ids are freed). Linear in the arena's used bytes; allocates nothing.
+    fn compact(&mut self) {
+        let mut read = 0;
+        let mut write = 0;
+        while read < self.bytes.len() {
+            let id = u32::from_le_bytes([
+                self.bytes[read],
+                self.bytes[read + 1],
+                self.bytes[read + 2],
+                self.bytes[read + 3],
+            ]);
+            let size = HEADER + self.bytes[read + 4] as usize;
+            if self.slots[id as usize].refs == 0 {
+                self.remove_from_table(id);
+                self.slots[id as usize].offset = self.free;
+                self.free = id;
+            } else {
+                self.bytes.copy_within(read..read + size, write);
+                self.slots[id as usize].offset = write as u32;
+                write += size;
+            }
+            read += size;
+        }
+        self.bytes.truncate(write);
+        self.dead_bytes = 0;
+        self.dead_names = 0;
+    }
+
+    /// Removes `id`'s bucket, shifting later members of its probe run back (no tombstones, so probe
+    /// runs stay as short as the load allows).
+    fn remove_from_table(&mut self, id: NameId) {
+        let mask = self.table.len() - 1;
+        let mut hole = self.home(self.slots[id as usize].hash);
+        while self.table[hole] != id + 1 {
+            hole = (hole + 1) & mask;
+        }
+        let mut next = (hole + 1) & mask;
+        while self.table[next] != 0 {
+            let home = self.home(self.slots[(self.table[next] - 1) as usize].hash);
+            // Move `next` into the hole unless its home lies cyclically in (hole, next].
+            if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
+                self.table[hole] = self.table[next];
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.table[hole] = 0;
+    }
+
+    /// Names with at least one holder, for tests.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.slots.iter().filter(|s| s.refs > 0).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interns_once_and_counts_holders() {
+        let mut names = NameArena::new(4096);
+        let a = names.intern("particles").unwrap();
+        let b = names.intern("particles").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(names.get(a), "particles");
+        let c = names.intern("vertices").unwrap();
+        assert_ne!(a, c);
+        names.release(a);
+        names.release(b);
+        // Dead but still interned: the same id comes back.
+        assert_eq!(names.intern("particles"), Some(a));
+        assert_eq!(names.held(), 2);
+    }
+
+    #[test]
+    fn full_arena_drops_then_compaction_reclaims_dead_names() {
+        let mut names = NameArena::new(HEADER + MAX_NAME_LEN); // 260 bytes, 8 ids
+        let mut ids = Vec::new();
+        for i in 0..8 {
+            ids.push(names.intern(&format!("name_{i:03}")).unwrap());
+        }
+        // Out of ids, nothing dead: dropped.
+        assert_eq!(names.intern("one_too_many"), None);
+        // Free a quarter: the next new name compacts and fits.
+        names.release(ids[0]);
+        names.release(ids[3]);
+        let n = names.intern("after_compaction").unwrap();
+        assert_eq!(names.get(n), "after_compaction");
+        for (i, &id) in ids.iter().enumerate() {
+            if i != 0 && i != 3 {
+                assert_eq!(names.get(id), format!("name_{i:03}"));
+                assert_eq!(names.intern(&format!("name_{i:03}")), Some(id));
+            }
+        }
+        // The dead ones are gone from the table: interning them again makes new records.
+        assert!(names.intern("name_000").is_some());
+        assert_eq!(
+            names.memory(),
+            NameArena::new(HEADER + MAX_NAME_LEN).memory()
+        );
+    }
+
+    #[test]
+    fn long_names_are_cut_at_a_char_boundary() {
+        let mut names = NameArena::new(1 << 16);
+        let long = "é".repeat(200); // 400 bytes
+        let id = names.intern(&long).unwrap();
+        assert_eq!(names.get(id).len(), 254);
+        assert!(names.get(id).chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn churn_of_unique_names_stays_within_the_arena() {
+        let mut names = NameArena::new(4096);
+        let before = names.memory();
+        let mut held = std::collections::VecDeque::new();
+        for i in 0..100_000u32 {
+            let id = names.intern(&format!("transient_{i}"));
+            assert!(id.is_some(), "dead names must be reclaimed");
+            held.extend(id);
+            if held.len() > 32 {
+                names.release(held.pop_front().unwrap());
+            }
+        }
+        assert_eq!(names.memory(), before);
+        for &id in &held {
+            assert!(names.get(id).starts_with("transient_"));
+        }
+    }
+}
