@@ -293,8 +293,19 @@ device7() {
     tar -C $logs -czf "$OUT/run7-results.tar.gz" .
 }
 
+# Batch 8: frame overhead under 1,000 buffers churned per frame with the allocation-free index.
+device8() {
+    setup_device
+    echo "commit $(cat .devrun/commit)" | tee -a $logs/env.txt
+    timeout -s KILL 200 $bin/frame_overhead --compare --rounds 3 --frames 300 --warmup 60 \
+        > $logs/overhead-churn.out 2> $logs/overhead-churn.err
+    echo "overhead-churn rc=$?"; grep -E "summary|frame_overhead plugin" $logs/overhead-churn.out | cut -c1-300
+    tar -C $logs -czf "$OUT/run8-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
+    device8) device8 ;;
     device7) device7 ;;
     device6) device6 ;;
     build5) build5 ;;
@@ -303,5 +314,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5 | device6 | device7"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5 | device6 | device7 | device8"; exit 2 ;;
 esac

@@ -109,6 +109,11 @@ fn plugin_runs_on_lavapipe_and_shuts_down_clean_under_validation() {
         assert_eq!(reporter.index().stats().events, 0);
     } // the app drops here: messenger, device, instance, in that order
 
+    // Pipeline compilations still running on Bevy's task pools hold the last wgpu instance and
+    // destroy it when they finish. Leaving the process before that raced the validation layer's
+    // unloading (segfault in its `__cxa_finalize`, seen in a full test run), so give them time.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+
     let log = std::fs::read_to_string(&validation_log)
         .unwrap_or_else(|e| panic!("validation layer wrote no log at {validation_log:?}: {e}"));
     assert!(
