@@ -193,14 +193,14 @@ build5() {
     cargo build --example gpu_validation --example frame_overhead --example crash_drill
     # The layer as the tests built it (`cargo xtask layer-manifest`, run by tests/breadcrumbs.rs).
     cargo test --test breadcrumbs --no-run 2>&1 | tail -1
-    [ -f target/tmp/drill-layer-breadcrumbs/VK_LAYER_gpu_crash_drill.json ] \
-        || cargo run -q -p xtask -- layer-manifest target/tmp/drill-layer-breadcrumbs
+    [ -f target/tmp/drill-layer/VK_LAYER_gpu_crash_drill.json ] \
+        || cargo run -q -p xtask -- layer-manifest target/tmp/drill-layer
     local child
     child=$(ls -t target/debug/deps/breadcrumbs-* | grep -v '\.d$' | head -1)
     rm -rf .devrun && mkdir -p .devrun/layer /tmp/gv-stage && rm -rf /tmp/gv-stage/*
     cp target/debug/libgpu_crash_drill_layer.so .devrun/layer/
     sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
-        target/tmp/drill-layer-breadcrumbs/VK_LAYER_gpu_crash_drill.json \
+        target/tmp/drill-layer/VK_LAYER_gpu_crash_drill.json \
         > .devrun/layer/VK_LAYER_gpu_crash_drill.json
     cp target/debug/examples/gpu_validation target/debug/examples/frame_overhead \
         target/debug/examples/crash_drill /tmp/gv-stage/

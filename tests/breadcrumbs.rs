@@ -9,9 +9,7 @@
 mod common;
 mod deliver_support;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use bevy::app::ScheduleRunnerPlugin;
@@ -22,7 +20,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
 use bevy::render::renderer::RenderContext;
 use bevy::render::RenderApp;
-use bevy_gpu_crash_reporter::report::{read_report, BreadcrumbState, CrashKind, CrashReport};
+use bevy_gpu_crash_reporter::report::{BreadcrumbState, CrashKind, CrashReport};
 use bevy_gpu_crash_reporter::{BreadcrumbWriter, GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
@@ -30,23 +28,6 @@ const HANG_TIMEOUT: Duration = Duration::from_secs(2);
 const MAIN_OPAQUE_PASS: &str = "main_opaque_pass_3d";
 /// The game's own breadcrumb, recorded with the public API inside the prepass stage.
 const GAME_WORK: &str = "game: particle simulation";
-
-/// Builds the drill layer once per test binary; returns its manifest folder.
-fn layer_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer-breadcrumbs");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
-            .arg(&dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo xtask layer-manifest");
-        assert!(status.success(), "building the drill layer failed");
-        dir
-    })
-}
 
 fn run(name: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Vec<CrashReport>) {
     let dir = common::scratch_dir(&format!("breadcrumbs-{name}"));
@@ -63,7 +44,7 @@ fn run(name: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Vec<CrashRe
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
         .env("GPU_CRASH_REPORT_DIR", &reports_dir)
-        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_LAYER_PATH", common::drill_layer_dir())
         .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
         .env("GPU_CRASH_DRILL", scenario)
         .env_remove("SENTRY_DSN");
@@ -71,16 +52,7 @@ fn run(name: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Vec<CrashRe
         command.env(k, v);
     }
     let output = command.output().expect("spawn child");
-    let reports = std::fs::read_dir(&reports_dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .map(|p| read_report(&p).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
+    let reports = common::read_reports(&reports_dir);
     (output, reports)
 }
 

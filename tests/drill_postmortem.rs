@@ -8,38 +8,18 @@ mod common;
 #[path = "deliver_support/mod.rs"]
 mod deliver_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
-use bevy_gpu_crash_reporter::report::{
-    read_report, CrashKind, CrashReport, FaultVerdict, ObjectState,
-};
+use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict, ObjectState};
 use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const CHILD_ENV: &str = "DRILL_POSTMORTEM_CHILD";
-
-/// Builds the layer once per test binary and writes its manifest; returns the manifest folder.
-fn layer_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
-            .arg(&dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo xtask layer-manifest");
-        assert!(status.success(), "building the drill layer failed");
-        dir
-    })
-}
 
 struct Drill {
     output: Output,
@@ -63,7 +43,7 @@ fn drill(name: &str, api: &str, scenario: &str, extra_env: &[(&str, &str)]) -> D
         .env(CHILD_ENV, "1")
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
-        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_LAYER_PATH", common::drill_layer_dir())
         .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
         .env("GPU_CRASH_DRILL", scenario)
         .env("GPU_CRASH_DRILL_API", api)
@@ -73,16 +53,7 @@ fn drill(name: &str, api: &str, scenario: &str, extra_env: &[(&str, &str)]) -> D
         command.env(k, v);
     }
     let output = command.output().expect("spawn child");
-    let mut reports: Vec<CrashReport> = std::fs::read_dir(&reports_dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .map(|p| read_report(&p).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut reports: Vec<CrashReport> = common::read_reports(&reports_dir);
     reports.sort_by_key(|r| r.timestamp_ms);
     Drill {
         output,
@@ -392,7 +363,7 @@ fn full_disk_gives_a_clear_line_and_no_panic() {
         .env(CHILD_ENV, "1")
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
-        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_LAYER_PATH", common::drill_layer_dir())
         .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
         .env("GPU_CRASH_DRILL", "use-after-free")
         .env("GPU_CRASH_REPORT_DIR", &reports)

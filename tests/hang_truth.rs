@@ -10,9 +10,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -22,27 +20,10 @@ use bevy::render::pipelined_rendering::PipelinedRenderingPlugin;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderSystems};
-use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
 use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Builds the drill layer once per test binary; returns its manifest folder.
-fn layer_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer-truth");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
-            .arg(&dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo xtask layer-manifest");
-        assert!(status.success(), "building the drill layer failed");
-        dir
-    })
-}
 
 struct Run {
     output: Output,
@@ -83,7 +64,7 @@ fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run
         .env_remove("GPU_CRASH_DRILL");
     if let Some(scenario) = drill {
         command
-            .env("VK_LAYER_PATH", layer_dir())
+            .env("VK_LAYER_PATH", common::drill_layer_dir())
             .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
             .env("GPU_CRASH_DRILL", scenario);
     }
@@ -93,16 +74,7 @@ fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run
     let started = Instant::now();
     let output = command.output().expect("spawn child");
     let took = started.elapsed();
-    let mut reports: Vec<CrashReport> = std::fs::read_dir(&reports_dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .map(|p| read_report(&p).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut reports: Vec<CrashReport> = common::read_reports(&reports_dir);
     reports.sort_by_key(|r| r.timestamp_ms);
     Run {
         output,

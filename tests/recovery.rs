@@ -10,10 +10,9 @@
 mod common;
 mod deliver_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bevy::app::ScheduleRunnerPlugin;
@@ -22,27 +21,10 @@ use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, Re
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy::render::settings::RenderCreation;
-use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
 use bevy_gpu_crash_reporter::{CrashLoopLimit, GpuCrashReporterPlugin};
 
 const SCRATCH: &str = "recovery_scratch";
-
-/// Builds the drill layer once per test binary; returns its manifest folder.
-fn layer_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer-recovery");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
-            .arg(&dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo xtask layer-manifest");
-        assert!(status.success(), "building the drill layer failed");
-        dir
-    })
-}
 
 struct Run {
     dir: PathBuf,
@@ -74,7 +56,7 @@ fn run(name: &str, policy: &str, losses: u32, env: &[(&str, &str)]) -> Run {
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
         .env("GPU_CRASH_REPORT_DIR", &reports_dir)
-        .env("VK_LAYER_PATH", layer_dir())
+        .env("VK_LAYER_PATH", common::drill_layer_dir())
         .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
         .env("GPU_CRASH_DRILL", format!("use-after-free:{SCRATCH}"))
         .env_remove("SENTRY_DSN");
@@ -82,16 +64,7 @@ fn run(name: &str, policy: &str, losses: u32, env: &[(&str, &str)]) -> Run {
         command.env(k, v);
     }
     let output = command.output().expect("spawn child");
-    let mut reports: Vec<CrashReport> = std::fs::read_dir(&reports_dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .map(|p| read_report(&p).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut reports: Vec<CrashReport> = common::read_reports(&reports_dir);
     reports.sort_by_key(|r| r.crashes_this_run);
     Run {
         dir,

@@ -74,3 +74,35 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Builds the crash drill layer once per test binary (`cargo xtask layer-manifest`) and returns the
+/// folder holding its manifest, for `VK_LAYER_PATH`.
+pub fn drill_layer_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("drill-layer");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["run", "--quiet", "-p", "xtask", "--", "layer-manifest"])
+            .arg(&dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo xtask layer-manifest");
+        assert!(status.success(), "building the drill layer failed");
+        dir
+    })
+}
+
+/// Every report (`*.json`) a run wrote into `dir`, read back; none when the folder does not exist.
+pub fn read_reports(dir: &Path) -> Vec<bevy_gpu_crash_reporter::report::CrashReport> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .map(|p| bevy_gpu_crash_reporter::report::read_report(&p).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
