@@ -268,11 +268,37 @@ pub struct Bugsink {
 }
 
 /// The Bugsink of this test binary, started on first use (venv from the cache dir the script
-/// picks; state under `CARGO_TARGET_TMPDIR`). It keeps running after the tests and is reused by
-/// the next run (the script is idempotent); tests use unique names so old data does not matter.
+/// picks; state under `CARGO_TARGET_TMPDIR`) and stopped when the test binary exits (its data stays,
+/// so the next run starts faster); tests use unique names so old data does not matter.
 pub fn bugsink(binary: &str) -> &'static Bugsink {
     static SERVER: OnceLock<Bugsink> = OnceLock::new();
-    SERVER.get_or_init(|| start_bugsink(binary))
+    SERVER.get_or_init(|| {
+        let server = start_bugsink(binary);
+        stop_at_exit(&server.state_dir);
+        server
+    })
+}
+
+/// The state folder of this binary's Bugsink, for the exit handler.
+static STARTED: OnceLock<PathBuf> = OnceLock::new();
+
+/// Runs `scripts/bugsink-down.sh` for this binary's Bugsink when the process exits (libtest returns
+/// from `main` after the last test, so `atexit` handlers run), so no gunicorn outlives the test run.
+fn stop_at_exit(state_dir: &Path) {
+    extern "C" fn stop() {
+        if let Some(dir) = STARTED.get() {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bugsink-down.sh");
+            let _ = std::process::Command::new(script)
+                .arg(dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+    if STARTED.set(state_dir.to_owned()).is_ok() {
+        // SAFETY: registers a plain `extern "C" fn()` that only runs a child process.
+        unsafe { libc::atexit(stop) };
+    }
 }
 
 fn start_bugsink(binary: &str) -> Bugsink {
