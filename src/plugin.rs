@@ -500,14 +500,11 @@ fn begin_gpu_frame(crash: Res<CrashHandling>) {
 /// the GPU. Counted before the submit call, because a driver whose queue is stuck may block inside
 /// `vkQueueSubmit` (lavapipe does), and a frame stuck there is exactly a frame the GPU has not done.
 fn mark_frame_submitting(crash: Res<CrashHandling>) {
-    if let Some(session) = crash.sessions.current() {
-        if let Some(timeline) = &session.timeline {
-            if let Some(frame) = timeline.current_frame() {
-                if frame > timeline.last_submitted() {
-                    timeline.frame_submitted(frame, crash.reporter.ring_position(), Instant::now());
-                }
-            }
-        }
+    let Some(session) = crash.sessions.current() else {
+        return;
+    };
+    if let Some(timeline) = &session.timeline {
+        timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());
     }
 }
 
@@ -550,9 +547,7 @@ fn submit_frame_end(
     };
     // A frame with no render-graph submit (no camera) is pending from here; counted before the call
     // for the reason given at `mark_frame_submitting`.
-    if frame > timeline.last_submitted() {
-        timeline.frame_submitted(frame, crash.reporter.ring_position(), Instant::now());
-    }
+    timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());
     queue.submit([buffer]);
 }
 

@@ -84,7 +84,7 @@ impl GpuTimeline {
 
     /// The last frame whose completion marker was submitted.
     pub(crate) fn last_submitted(&self) -> u64 {
-        // Acquire: pairs with the Release in `frame_submitted`, so the ledger entry is there.
+        // Acquire: pairs with the Release in `current_frame_submitting`, so the ledger entry is there.
         self.last_submitted.load(Ordering::Acquire)
     }
 
@@ -161,15 +161,22 @@ impl GpuTimeline {
         self.ledger().frames.back().map(|e| e.frame)
     }
 
-    /// Render thread, right before `frame`'s work is submitted: from then on it is pending.
-    pub(crate) fn frame_submitted(&self, frame: u64, ring_position: u64, at: Instant) {
-        {
+    /// Render thread, right before the current frame's work is submitted: from then on it is
+    /// pending. Only the first call of a frame counts (the frame's first submit), so callers at each
+    /// possible first submit need not check.
+    pub(crate) fn current_frame_submitting(&self, ring_position: u64, at: Instant) {
+        let frame = {
             let mut ledger = self.ledger();
-            if let Some(entry) = ledger.frames.iter_mut().rev().find(|e| e.frame == frame) {
-                entry.ring_after = Some(ring_position);
-                entry.submitted_at = Some(at);
+            let Some(entry) = ledger.frames.back_mut() else {
+                return;
+            };
+            if entry.frame <= self.last_submitted() {
+                return;
             }
-        }
+            entry.ring_after = Some(ring_position);
+            entry.submitted_at = Some(at);
+            entry.frame
+        };
         // Release: the entry above is complete before the watchdog can see the frame as submitted.
         self.last_submitted.fetch_max(frame, Ordering::Release);
     }
