@@ -240,25 +240,10 @@ fn scene(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
-    use bevy::asset::RenderAssetUsages;
-    use bevy::camera::RenderTarget;
-    use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
-    let mut target = Image::new_fill(
-        Extent3d {
-            width: 1280,
-            height: 720,
-            depth_or_array_layers: 1,
-        },
-        TextureDimension::D2,
-        &[0, 0, 0, 255],
-        TextureFormat::Rgba8UnormSrgb,
-        RenderAssetUsages::default(),
-    );
-    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
     commands.spawn((
         Name::new("main"),
         Camera3d::default(),
-        RenderTarget::Image(images.add(target).into()),
+        support::offscreen_target(&mut images, 1280, 720),
         Transform::from_xyz(0.0, 18.0, 24.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
     let cube = meshes.add(Cuboid::new(0.8, 0.8, 0.8));

@@ -9,15 +9,12 @@
 mod common;
 mod deliver_support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use bevy::app::ScheduleRunnerPlugin;
-use bevy::asset::RenderAssetUsages;
-use bevy::camera::RenderTarget;
 use bevy::core_pipeline::{Core3d, Core3dSystems};
 use bevy::prelude::*;
-use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
 use bevy::render::renderer::RenderContext;
 use bevy::render::RenderApp;
 use bevy_gpu_crash_reporter::report::{BreadcrumbState, CrashKind, CrashReport};
@@ -32,22 +29,7 @@ const GAME_WORK: &str = "game: particle simulation";
 fn run(name: &str, scenario: &str, env: &[(&str, &str)]) -> (Output, Vec<CrashReport>) {
     let dir = common::scratch_dir(&format!("breadcrumbs-{name}"));
     let reports_dir = dir.join("reports");
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            "--exact",
-            "child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
-        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
-        .env("GPU_CRASH_REPORT_DIR", &reports_dir)
-        .env("VK_LAYER_PATH", common::drill_layer_dir())
-        .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
-        .env("GPU_CRASH_DRILL", scenario)
-        .env_remove("SENTRY_DSN");
+    let mut command = common::child_command(&reports_dir, Some(scenario));
     for (k, v) in env {
         command.env(k, v);
     }
@@ -181,23 +163,10 @@ fn scene(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
-    let mut target = Image::new_fill(
-        Extent3d {
-            width: 256,
-            height: 256,
-            depth_or_array_layers: 1,
-        },
-        TextureDimension::D2,
-        &[0, 0, 0, 255],
-        TextureFormat::Rgba8UnormSrgb,
-        RenderAssetUsages::default(),
-    );
-    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
-    let target = images.add(target);
     commands.spawn((
         Name::new("main"),
         Camera3d::default(),
-        RenderTarget::Image(target.into()),
+        common::offscreen_target(&mut images, 256, 256),
         Transform::from_xyz(0.0, 1.5, 4.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
     commands.spawn((

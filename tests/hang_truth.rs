@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -47,27 +47,8 @@ fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = common::scratch_dir(&format!("truth-{name}"));
     let reports_dir = dir.join("reports");
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            "--exact",
-            "child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TRUTH_MODE", mode)
-        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
-        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
-        .env("GPU_CRASH_REPORT_DIR", &reports_dir)
-        .env_remove("SENTRY_DSN")
-        .env_remove("GPU_CRASH_DRILL");
-    if let Some(scenario) = drill {
-        command
-            .env("VK_LAYER_PATH", common::drill_layer_dir())
-            .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
-            .env("GPU_CRASH_DRILL", scenario);
-    }
+    let mut command = common::child_command(&reports_dir, drill);
+    command.env("TRUTH_MODE", mode);
     for (k, v) in env {
         command.env(k, v);
     }

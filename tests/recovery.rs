@@ -11,7 +11,7 @@ mod common;
 mod deliver_support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -42,24 +42,11 @@ impl Run {
 fn run(name: &str, policy: &str, losses: u32, env: &[(&str, &str)]) -> Run {
     let dir = common::scratch_dir(&format!("recovery-{name}"));
     let reports_dir = dir.join("reports");
-    let mut command = Command::new(std::env::current_exe().unwrap());
+    let scenario = format!("use-after-free:{SCRATCH}");
+    let mut command = common::child_command(&reports_dir, Some(&scenario));
     command
-        .args([
-            "--exact",
-            "child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env("RECOVERY_POLICY", policy)
-        .env("RECOVERY_LOSSES", losses.to_string())
-        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
-        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
-        .env("GPU_CRASH_REPORT_DIR", &reports_dir)
-        .env("VK_LAYER_PATH", common::drill_layer_dir())
-        .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
-        .env("GPU_CRASH_DRILL", format!("use-after-free:{SCRATCH}"))
-        .env_remove("SENTRY_DSN");
+        .env("RECOVERY_LOSSES", losses.to_string());
     for (k, v) in env {
         command.env(k, v);
     }

@@ -117,3 +117,27 @@ impl DrillWorkload {
             }));
     }
 }
+
+/// A render target for a headless camera: an RGBA image of `width` x `height` a camera can draw into
+/// (`RenderTarget::Image`), where no window exists.
+pub fn offscreen_target(
+    images: &mut Assets<Image>,
+    width: u32,
+    height: u32,
+) -> bevy::camera::RenderTarget {
+    use bevy::asset::RenderAssetUsages;
+    use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
+    let mut target = Image::new_fill(
+        Extent3d {
+            width,
+            height,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        &[0, 0, 0, 255],
+        TextureFormat::Rgba8UnormSrgb,
+        RenderAssetUsages::default(),
+    );
+    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
+    bevy::camera::RenderTarget::Image(images.add(target).into())
+}

@@ -58,6 +58,15 @@ pub fn headless_default_plugins() -> impl PluginGroup {
     support::headless_vulkan_plugins()
 }
 
+/// A render target for a headless camera (see `examples/support`).
+pub fn offscreen_target(
+    images: &mut Assets<Image>,
+    width: u32,
+    height: u32,
+) -> bevy::camera::RenderTarget {
+    support::offscreen_target(images, width, height)
+}
+
 /// Finishes plugin set-up the way `App::run` does, for tests that drive `update` themselves.
 pub fn finish(app: &mut App) {
     while app.plugins_state() == bevy::app::PluginsState::Adding {
@@ -105,4 +114,31 @@ pub fn read_reports(dir: &Path) -> Vec<bevy_gpu_crash_reporter::report::CrashRep
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// This test binary again, running its ignored `child` test: on lavapipe, reports into
+/// `reports_dir`, no Sentry upload, and under the crash drill layer with `drill` as the scenario when
+/// one is given. The caller adds its own environment and runs it.
+pub fn child_command(reports_dir: &Path, drill: Option<&str>) -> std::process::Command {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .env("GPU_CRASH_REPORT_DIR", reports_dir)
+        .env_remove("SENTRY_DSN")
+        .env_remove("GPU_CRASH_DRILL");
+    if let Some(scenario) = drill {
+        command
+            .env("VK_LAYER_PATH", drill_layer_dir())
+            .env("VK_INSTANCE_LAYERS", "VK_LAYER_gpu_crash_drill")
+            .env("GPU_CRASH_DRILL", scenario);
+    }
+    command
 }
