@@ -75,7 +75,11 @@ enum Upload {
     /// Enqueue and send now.
     Now,
     /// Enqueue in place of this earlier held-back envelope (if any), do not send yet.
-    Hold { replaces: Option<PathBuf> },
+    Hold {
+        /// The fingerprint, to note the new envelope under.
+        key: Vec<String>,
+        replaces: Option<PathBuf>,
+    },
 }
 
 /// What the crash path needs, shared by the error handler (main world) and the watchdog thread.
@@ -214,14 +218,22 @@ impl CrashHandling {
         }
         match upload {
             Upload::Now => deliver(&self.outbox, &report, vendor_binary.as_deref()),
-            Upload::Hold { replaces } => self.hold(&report, vendor_binary.as_deref(), replaces),
+            Upload::Hold { key, replaces } => {
+                self.hold(&report, vendor_binary.as_deref(), key, replaces)
+            }
         }
         path
     }
 
     /// Queues a held-back report in place of the previous one; it is sent later (see
     /// [`CrashLoopLimit`]).
-    fn hold(&self, report: &CrashReport, vendor_binary: Option<&[u8]>, replaces: Option<PathBuf>) {
+    fn hold(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+        key: Vec<String>,
+        replaces: Option<PathBuf>,
+    ) {
         warn!(
             "GPU crash report held back: the same crash was uploaded {} time(s) in the last {} s \
              (crash loop); it is sent, counting {} earlier loss(es), when the app exits or the crash \
@@ -250,7 +262,6 @@ impl CrashHandling {
             }
         }
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        let key = fingerprint(report);
         if let Some(entry) = log.fingerprints.iter_mut().find(|f| f.key == key) {
             entry.held_envelope = queued;
         }
@@ -317,6 +328,7 @@ impl CrashHandling {
         entry.held += 1;
         report.suppressed_duplicates = entry.held - 1;
         Upload::Hold {
+            key: entry.key.clone(),
             replaces: entry.held_envelope.take(),
         }
     }
