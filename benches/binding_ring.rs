@@ -30,8 +30,10 @@ use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use ash::vk::{self, Handle};
-use bevy_gpu_crash_reporter::capture::messenger::{address_binding_callback, MessengerTarget};
-use bevy_gpu_crash_reporter::capture::{BindingKind, BindingRecord, BindingRing, RingConsumer};
+use bevy_gpu_crash_reporter::__test_support::{address_binding_callback, MessengerTarget};
+use bevy_gpu_crash_reporter::__test_support::{
+    BindingKind, BindingRecord, BindingRing, RingConsumer,
+};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
 

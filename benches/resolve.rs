@@ -17,10 +17,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use ash::vk;
-use bevy_gpu_crash_reporter::capture::{BindingKind, BindingRecord};
-use bevy_gpu_crash_reporter::index::{AddressIndex, IndexSettings};
+use bevy_gpu_crash_reporter::__test_support::{fault_range, resolve, FaultAddress, ResolveContext};
+use bevy_gpu_crash_reporter::__test_support::{AddressIndex, IndexSettings};
+use bevy_gpu_crash_reporter::__test_support::{BindingKind, BindingRecord};
 use bevy_gpu_crash_reporter::report::FaultAccess;
-use bevy_gpu_crash_reporter::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };

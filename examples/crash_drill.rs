@@ -72,8 +72,8 @@ fn finish_after_frames(
     if frames.remaining > 0 {
         return;
     }
-    let index = reporter.index();
-    let stats = index.stats();
+    let stats = reporter.index_stats();
+    let (live, freed) = reporter.indexed_ranges();
     println!(
         "crash drill: {} frames, no fault. GPU: {}. Binding events: {} ({} binds, {} unbinds, {} dropped); \
          live ranges {}, freed ranges {}",
@@ -85,8 +85,8 @@ fn finish_after_frames(
         stats.binds,
         stats.unbinds,
         reporter.binding_events_dropped(),
-        index.live_len(),
-        index.freed_len(),
+        live,
+        freed,
     );
     exit.write(AppExit::Success);
 }

@@ -174,7 +174,7 @@ fn time_frame(
         return;
     }
     let (events, dropped) = reporter
-        .map(|r| (r.index().stats().events, r.binding_events_dropped()))
+        .map(|r| (r.index_stats().events, r.binding_events_dropped()))
         .unwrap_or((0, 0));
     let mut sorted = times.times.clone();
     sorted.sort();

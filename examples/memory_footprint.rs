@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use ash::vk;
-use bevy_gpu_crash_reporter::capture::{BindingKind, BindingRecord, BindingRing};
-use bevy_gpu_crash_reporter::index::{AddressIndex, IndexSettings};
+use bevy_gpu_crash_reporter::__test_support::{AddressIndex, IndexSettings};
+use bevy_gpu_crash_reporter::__test_support::{BindingKind, BindingRecord, BindingRing};
 
 /// Counts live heap bytes and their peak.
 struct Counting;

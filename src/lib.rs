@@ -23,26 +23,33 @@
 //!                   (no alloc, no lock)   (lock-free)    (live + freed)
 //! ```
 //!
-//! - [`vulkan`]: enables `VK_EXT_debug_utils`, `VK_EXT_device_address_binding_report`,
-//!   `VK_EXT_device_fault`, `VK_KHR_device_fault` and `VK_KHR_shader_abort` where offered, through
-//!   Bevy's `raw_vulkan_init`, and registers the binding messenger. Raw Vulkan lives only there.
-//! - [`capture`]: the messenger callback and the lock-free [`capture::BindingRing`].
-//! - [`index`]: the [`index::AddressIndex`] of live and recently freed GPU address ranges with names.
+//! The plugin enables `VK_EXT_debug_utils`, `VK_EXT_device_address_binding_report`,
+//! `VK_EXT_device_fault`, `VK_KHR_device_fault` and `VK_KHR_shader_abort` where the driver offers
+//! them (through Bevy's `raw_vulkan_init`), records every GPU address range bound and freed, and on a
+//! device loss or GPU hang writes a [`report::CrashReport`] to disk, then uploads it to Sentry.
 //!
-//! [`GpuCrashCapabilities`] says what the driver gave; [`GpuCrashReporter`] gives access to the index.
+//! ## The public API
+//!
+//! - [`GpuCrashReporterPlugin`] and its settings ([`DeliverySettings`], [`OnHang`],
+//!   [`CrashLoopLimit`], [`UploadConsent`], [`Dsn`]);
+//! - the resources [`GpuCrashReporter`], [`GpuCrashCapabilities`] and [`GpuCrashReports`];
+//! - the report model, [`report`], read back with serde ([`report::read_report`]);
+//! - GPU breadcrumbs for a game's own passes: [`GpuBreadcrumbs`].
+//!
+//! Everything else is internal and may change in any release.
 
 mod breadcrumbs;
-pub mod capture;
+mod capture;
 mod crash;
 mod data_dir;
-pub mod deliver;
-pub mod index;
+mod deliver;
+mod index;
 mod plugin;
-pub mod postmortem;
+mod postmortem;
 mod progress;
 pub mod report;
-pub mod resolve;
-pub mod vulkan;
+mod resolve;
+mod vulkan;
 
 use std::sync::{Arc, MutexGuard};
 
@@ -50,13 +57,32 @@ use bevy::prelude::Resource;
 
 pub use breadcrumbs::{BreadcrumbRecorder, GpuBreadcrumbs};
 pub use crash::CrashLoopLimit;
-pub use plugin::{BindingMessengerGuard, GpuCrashReporterPlugin, GpuCrashReports};
+pub use deliver::{DeliverySettings, Dsn, DsnError, UploadConsent};
+pub use plugin::{GpuCrashReporterPlugin, GpuCrashReports};
 pub use postmortem::OnHang;
 pub use vulkan::markers::BreadcrumbWriter;
 pub use vulkan::GpuCrashCapabilities;
 
 /// The Bevy version this crate is built against (checked against Cargo.lock by a test).
 pub const BEVY_VERSION: &str = "0.19.1";
+
+/// Internals for this crate's own tests, benches and examples. Not part of the API: no stability.
+#[doc(hidden)]
+pub mod __test_support {
+    pub use crate::capture::messenger::{address_binding_callback, MessengerTarget};
+    pub use crate::capture::{BindingKind, BindingRecord, BindingRing, RingConsumer};
+    pub use crate::deliver::{build_envelope, sentry_event, FlushSummary, Outbox};
+    pub use crate::index::{
+        allocator_names, object_type_name, AddressIndex, IndexSettings, IndexStats, IndexerHandle,
+    };
+    pub use crate::plugin::BindingMessengerGuard;
+    pub use crate::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
+
+    /// The reporter's address index, every binding event published so far folded in.
+    pub fn index_of(reporter: &crate::GpuCrashReporter) -> std::sync::MutexGuard<'_, AddressIndex> {
+        reporter.index()
+    }
+}
 
 use index::{AddressIndex, IndexerHandle};
 
@@ -76,8 +102,20 @@ impl GpuCrashReporter {
     }
 
     /// Folds every binding event published so far and returns the locked index.
-    pub fn index(&self) -> MutexGuard<'_, AddressIndex> {
+    pub(crate) fn index(&self) -> MutexGuard<'_, AddressIndex> {
         self.indexer.flush()
+    }
+
+    /// What the address index has seen so far (binding events, binds, unbinds, overflows), every
+    /// event published so far folded in.
+    pub fn index_stats(&self) -> report::IndexStats {
+        self.index().stats().clone()
+    }
+
+    /// GPU address ranges live now and freed ranges remembered: `(live, freed)`.
+    pub fn indexed_ranges(&self) -> (usize, usize) {
+        let index = self.index();
+        (index.live_len(), index.freed_len())
     }
 
     /// Binding events the ring had to drop because it was full (never silently lost).

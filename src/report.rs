@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use std::time::Instant;
 
-use crate::capture::BindingKind;
-use crate::index::{object_type_name, IndexStats, IndexedEvent};
-use crate::vulkan::GpuCrashCapabilities;
+pub use crate::capture::BindingKind;
+pub use crate::index::IndexStats;
+use crate::index::{object_type_name, IndexedEvent};
+pub use crate::vulkan::GpuCrashCapabilities;
 
 /// Bumped on any incompatible change of [`CrashReport`].
 pub const SCHEMA_VERSION: u32 = 2;
@@ -446,7 +447,7 @@ impl CrashReport {
 
 /// Writes `report` (and the vendor binary as a sibling file) into `dir` atomically: temporary file,
 /// fsync, rename, fsync of the directory. Returns the report's path.
-pub fn write_report(
+pub(crate) fn write_report(
     dir: &Path,
     report: &mut CrashReport,
     vendor_binary: Option<&[u8]>,
@@ -473,7 +474,7 @@ pub fn write_report(
 }
 
 /// Temp file in the same directory, fsync, rename over `path`, fsync the directory.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}",

@@ -8,11 +8,11 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use bevy_gpu_crash_reporter::capture::BindingKind;
-use bevy_gpu_crash_reporter::deliver::{DeliverySettings, Outbox};
+use bevy_gpu_crash_reporter::report::BindingKind;
 use bevy_gpu_crash_reporter::report::{CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::{__test_support::Outbox, DeliverySettings};
 use serde_json::Value;
 use support::*;
 
@@ -226,6 +226,37 @@ fn rate_limited_upload_is_retried_after_retry_after() {
     let report = use_after_free(&format!("particles-429-{}", run_tag()), 0x1000_0000);
     let outbox = outbox(&with_port(&server().dsn, proxy.port), tmp_dir("429"));
     outbox.enqueue(&report, None).unwrap();
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(30));
+    assert_eq!(summary.sent, 1, "{summary:?}");
+    assert_eq!(summary.attempts, 2);
+    let seen = proxy.seen();
+    assert_eq!(
+        seen.iter().map(|s| s.status).collect::<Vec<_>>(),
+        [429, 200]
+    );
+    let waited = seen[1].at.duration_since(seen[0].at);
+    assert!(waited >= Duration::from_secs(1), "retried after {waited:?}");
+    assert!(server().event(&report.id).is_some());
+}
+
+#[test]
+fn rate_limited_upload_is_retried_after_an_http_date_retry_after() {
+    let upstream: u16 = server().url.rsplit(':').next().unwrap().parse().unwrap();
+    // The HTTP-date form (RFC 9110), one-second resolution: the wait is between 2 and 3 s.
+    let retry_at = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3));
+    let proxy = ScriptedServer::start(
+        0,
+        vec![Action::Respond(
+            429,
+            vec![("Retry-After".into(), retry_at)],
+            "slow down".into(),
+        )],
+        Action::Proxy(upstream),
+    );
+    let report = use_after_free(&format!("particles-429-date-{}", run_tag()), 0x1000_0000);
+    let outbox = outbox(&with_port(&server().dsn, proxy.port), tmp_dir("429-date"));
+    outbox.enqueue(&report, None).unwrap();
+    // Far below the 60 s a client that ignored the date form would wait.
     let summary = outbox.flush(Instant::now() + Duration::from_secs(30));
     assert_eq!(summary.sent, 1, "{summary:?}");
     assert_eq!(summary.attempts, 2);

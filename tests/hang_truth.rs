@@ -185,7 +185,7 @@ fn a_range_re_bound_after_the_fault_does_not_change_the_verdict() {
     let [lo, hi] = fault.address_range;
     assert!(
         report.events_after_fault.iter().any(|e| e.kind
-            == bevy_gpu_crash_reporter::capture::BindingKind::Bind
+            == bevy_gpu_crash_reporter::report::BindingKind::Bind
             && e.base <= hi
             && lo < e.base + e.size),
         "the re-bind is kept as after the fault: {:#?}",

@@ -10,7 +10,8 @@ use bevy::render::render_resource::{BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy::render::{Render, RenderApp};
 use bevy_gpu_crash_reporter::{
-    BindingMessengerGuard, GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin,
+    __test_support::BindingMessengerGuard, GpuCrashCapabilities, GpuCrashReporter,
+    GpuCrashReporterPlugin,
 };
 use std::sync::{Arc, Mutex};
 
@@ -106,7 +107,7 @@ fn plugin_runs_on_lavapipe_and_shuts_down_clean_under_validation() {
         assert!(reporter.setup_error().is_none());
         assert_eq!(reporter.binding_events_dropped(), 0);
         // lavapipe sends no binding events: the index stays empty rather than inventing ranges.
-        assert_eq!(reporter.index().stats().events, 0);
+        assert_eq!(reporter.index_stats().events, 0);
     } // the app drops here: messenger, device, instance, in that order
 
     // Pipeline compilations still running on Bevy's task pools hold the last wgpu instance and

@@ -8,5 +8,5 @@ pub mod messenger;
 pub mod record;
 pub mod ring;
 
-pub use record::{BindingKind, BindingRecord, NAME_CAPACITY};
-pub use ring::{BindingRing, RingConsumer, RingFull};
+pub use record::{BindingKind, BindingRecord};
+pub use ring::{BindingRing, RingConsumer};

@@ -159,8 +159,8 @@ impl Budget {
     }
 }
 
-/// The Sentry event for `report` as JSON, under `settings.max_event_bytes`.
-pub fn sentry_event(report: &CrashReport, settings: &DeliverySettings) -> Value {
+/// The Sentry event for `report`, under `settings.max_event_bytes` serialised.
+pub fn sentry_event(report: &CrashReport, settings: &DeliverySettings) -> Event<'static> {
     let report = redacted_report(report, settings);
     let limit = settings.max_event_bytes;
     let mut budget = Budget {
@@ -172,8 +172,7 @@ pub fn sentry_event(report: &CrashReport, settings: &DeliverySettings) -> Value 
     };
     loop {
         let event = build(&report, settings, budget);
-        let size = serde_json::to_vec(&event).map_or(usize::MAX, |v| v.len());
-        if size <= limit {
+        if serialized_len(&event) <= limit {
             return event;
         }
         match budget.shrink(&report) {
@@ -183,22 +182,30 @@ pub fn sentry_event(report: &CrashReport, settings: &DeliverySettings) -> Value 
     }
 }
 
-/// Keeps the identity, exception, contexts and tags; drops `extra` except a note.
-fn last_resort(mut event: Value, limit: usize) -> Value {
-    if let Some(obj) = event.as_object_mut() {
-        obj.remove("breadcrumbs");
-        obj.insert(
-            "extra".into(),
-            json!({"trimmed": [format!(
-                "the event exceeded {limit} bytes even with every list trimmed; see the report attachment"
-            )]}),
-        );
+fn serialized_len(event: &Event<'static>) -> usize {
+    serde_json::to_vec(event).map_or(usize::MAX, |v| v.len())
+}
+
+/// Keeps the identity, exception, contexts and tags; drops breadcrumbs and `extra` but a note.
+fn last_resort(mut event: Event<'static>, limit: usize) -> Event<'static> {
+    event.breadcrumbs.values.clear();
+    event.extra = Map::new();
+    event.extra.insert(
+        "trimmed".into(),
+        json!([format!(
+            "the event exceeded {limit} bytes even with every list trimmed; see the report attachment"
+        )]),
+    );
+    for exception in &mut event.exception.values {
+        if let Some(v) = exception.value.as_mut() {
+            *v = truncated(v, 1024);
+        }
     }
-    truncate_strings(&mut event, 1024);
+    cut_strings(&mut event, 1024);
     event
 }
 
-fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> Value {
+fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> Event<'static> {
     let mut trimmed: Vec<String> = Vec::new();
     let crash_time = UNIX_EPOCH + Duration::from_millis(report.timestamp_ms);
 
@@ -455,28 +462,17 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> V
             "the report JSON attachment (Sentry) and the report on disk have the full lists"
                 .to_owned(),
         );
+        extra.insert("trimmed".to_owned(), json!(trimmed));
     }
     event.extra = extra;
-
-    let mut value = serde_json::to_value(&event).unwrap_or_else(|e| {
-        json!({"event_id": report.id, "level": "fatal", "message": format!("event serialisation failed: {e}")})
-    });
-    if let Some(contexts) = value.get_mut("contexts").and_then(Value::as_object_mut) {
-        contexts.insert("gpu_fault".to_owned(), gpu_fault_context(report));
-    }
+    event.contexts.insert(
+        "gpu_fault".to_owned(),
+        Context::Other(gpu_fault_context(report)),
+    );
     if budget.max_string != usize::MAX {
-        for key in ["extra", "contexts", "breadcrumbs"] {
-            if let Some(v) = value.get_mut(key) {
-                truncate_strings(v, budget.max_string);
-            }
-        }
+        cut_strings(&mut event, budget.max_string);
     }
-    if !trimmed.is_empty() {
-        if let Some(extra) = value.get_mut("extra").and_then(Value::as_object_mut) {
-            extra.insert("trimmed".to_owned(), json!(trimmed));
-        }
-    }
-    value
+    event
 }
 
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
@@ -496,9 +492,8 @@ fn fault_json(f: &FaultEntry, per_list: usize) -> Value {
 }
 
 /// The `gpu_fault` context: the first fault, flat, for the dashboard's key/value view.
-fn gpu_fault_context(report: &CrashReport) -> Value {
-    let mut ctx = serde_json::Map::new();
-    ctx.insert("type".into(), json!("gpu_fault"));
+fn gpu_fault_context(report: &CrashReport) -> Map<String, Value> {
+    let mut ctx = Map::new();
     ctx.insert("kind".into(), json!(kind_name(report.kind)));
     ctx.insert("fault_count".into(), json!(report.faults.len()));
     ctx.insert("frame".into(), json!(report.frame));
@@ -569,7 +564,7 @@ fn gpu_fault_context(report: &CrashReport) -> Value {
     if let Some(m) = &report.shader_abort_message {
         ctx.insert("shader_abort_message".into(), json!(m));
     }
-    Value::Object(ctx)
+    ctx
 }
 
 /// Binding events around the fault ranges first, then the most recent ones, oldest first in the
@@ -760,12 +755,47 @@ fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
+/// `s` cut to `max` characters, the cut marked with `…`.
+fn truncated(s: &str, max: usize) -> String {
+    if s.chars().count() > max {
+        format!("{}…", truncate_chars(s, max))
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Cuts the free-form strings of `event` (extra, the `gpu_fault` and app contexts, breadcrumbs) to
+/// `max` characters.
+fn cut_strings(event: &mut Event<'static>, max: usize) {
+    event
+        .extra
+        .values_mut()
+        .for_each(|v| truncate_strings(v, max));
+    for context in event.contexts.values_mut() {
+        match context {
+            Context::Other(map) => map.values_mut().for_each(|v| truncate_strings(v, max)),
+            Context::App(app) => app
+                .other
+                .values_mut()
+                .for_each(|v| truncate_strings(v, max)),
+            _ => {}
+        }
+    }
+    for crumb in &mut event.breadcrumbs.values {
+        if let Some(m) = crumb.message.as_mut() {
+            *m = truncated(m, max);
+        }
+        crumb
+            .data
+            .values_mut()
+            .for_each(|v| truncate_strings(v, max));
+    }
+}
+
 /// Cuts every string in `v` to `max` characters (marking the cut with `…`).
 fn truncate_strings(v: &mut Value, max: usize) {
     match v {
-        Value::String(s) if s.chars().count() > max => {
-            *s = format!("{}…", truncate_chars(s, max));
-        }
+        Value::String(s) if s.chars().count() > max => *s = truncated(s, max),
         Value::Array(a) => a.iter_mut().for_each(|x| truncate_strings(x, max)),
         Value::Object(o) => o.values_mut().for_each(|x| truncate_strings(x, max)),
         _ => {}

@@ -8,19 +8,20 @@
 //!
 //! - [`event`]: the Sentry event a developer reads (exception, `gpu` context, tags, breadcrumbs,
 //!   fingerprint, extra), always under 1 MiB.
-//! - [`envelope`]: the envelope bytes (event + report JSON + vendor binary attachments).
-//! - [`Dsn`]: DSN parsing with errors that say what is wrong.
+//! - [`envelope`]: sentry-types' `Envelope` (event + report JSON + vendor binary attachments).
+//! - [`Dsn`]: sentry-types' DSN, parsed with errors that say what is wrong.
 //! - [`Outbox`]: envelopes are written to disk *before* any send and deleted only after a 2xx; retries
-//!   honour `Retry-After` and `X-Sentry-Rate-Limits`; rejected envelopes move to `failed/`.
+//!   honour `Retry-After` and `X-Sentry-Rate-Limits` (read by sentry's `RateLimiter`); rejected
+//!   envelopes move to `failed/`.
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
 mod dsn;
-pub mod envelope;
-pub mod event;
+pub(crate) mod envelope;
+pub(crate) mod event;
 mod outbox;
 mod privacy;
 mod settings;
-pub mod transport;
+mod transport;
 
 pub use dsn::{Dsn, DsnError};
 pub use envelope::build_envelope;

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bevy::log::{error, info, warn};
 
-use super::envelope::{envelope_header, restamp};
+use sentry::Envelope;
+
 use super::transport::{HttpTransport, SendOutcome};
 use super::{build_envelope, DeliverySettings, Dsn};
 use crate::report::{write_atomically, CrashReport};
@@ -142,21 +143,17 @@ impl Outbox {
         report: &CrashReport,
         vendor_binary: Option<&[u8]>,
     ) -> std::io::Result<PathBuf> {
-        let envelope = build_envelope(report, vendor_binary, &self.inner.settings);
+        let mut envelope = Vec::new();
+        build_envelope(report, vendor_binary, &self.inner.settings).to_writer(&mut envelope)?;
         let name = format!(
             "{:020}-{}.{ENVELOPE_EXT}",
             report.timestamp_ms,
             sanitize(&report.id)
         );
-        self.enqueue_envelope(&name, &envelope)
-    }
-
-    /// Writes ready-made envelope bytes as `name` (must end in `.envelope`; sorted by name).
-    pub fn enqueue_envelope(&self, name: &str, envelope: &[u8]) -> std::io::Result<PathBuf> {
         let inner = &self.inner;
         std::fs::create_dir_all(&inner.dir)?;
         let path = inner.dir.join(name);
-        write_atomically(&path, envelope)?;
+        write_atomically(&path, &envelope)?;
         if inner.dsn.is_none() {
             info!(
                 "GPU crash report saved to {}; no Sentry DSN is configured (DeliverySettings::dsn or \
@@ -231,8 +228,8 @@ impl Outbox {
                 break;
             }
             let path = claim.path.clone();
-            let bytes = match std::fs::read(&path) {
-                Ok(b) => b,
+            let (event_id, body) = match stamped_for_sending(&path, &dsn) {
+                Ok(stamped) => stamped,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     let reason = format!("cannot read {}: {e}", path.display());
@@ -243,10 +240,6 @@ impl Outbox {
                     continue;
                 }
             };
-            let event_id = envelope_header(&bytes)
-                .and_then(|h| h.get("event_id")?.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let body = restamp(&bytes, SystemTime::now(), Some(&dsn.to_string()));
             let timeout = inner
                 .settings
                 .upload_timeout
@@ -473,6 +466,22 @@ impl Drop for Claim<'_> {
     fn drop(&mut self) {
         self.outbox.state().claimed.remove(&self.path);
     }
+}
+
+/// The event id and bytes of the envelope at `path`, its headers' `sent_at` set to now (so Sentry can
+/// correct clock drift) and `dsn` to the one it is sent to.
+fn stamped_for_sending(path: &Path, dsn: &Dsn) -> std::io::Result<(String, Vec<u8>)> {
+    let bytes = std::fs::read(path)?;
+    let envelope = Envelope::from_slice(&bytes).map_err(std::io::Error::other)?;
+    let event_id = envelope.uuid().map(|id| id.simple().to_string());
+    let headers = envelope
+        .headers()
+        .clone()
+        .with_sent_at(SystemTime::now())
+        .with_dsn(dsn.as_sentry().clone());
+    let mut body = Vec::with_capacity(bytes.len());
+    envelope.with_headers(headers).to_writer(&mut body)?;
+    Ok((event_id.unwrap_or_default(), body))
 }
 
 /// `*.envelope` files of `dir` (not temp files), sorted by name = oldest first.

@@ -28,6 +28,8 @@
 use std::io::Write;
 use std::time::Duration;
 
+use sentry::transports::{RateLimiter, RateLimitingCategory};
+
 use super::Dsn;
 
 /// What the server said to one upload.
@@ -131,8 +133,11 @@ impl HttpTransport {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let rate_limits = header("x-sentry-rate-limits").and_then(|h| parse_rate_limits(&h));
-        let retry_after = header("retry-after").and_then(|h| parse_retry_after(&h));
+        let wait = server_wait(
+            status,
+            header("x-sentry-rate-limits").as_deref(),
+            header("retry-after").as_deref(),
+        );
         let body = response
             .body_mut()
             .with_config()
@@ -143,15 +148,15 @@ impl HttpTransport {
         match status {
             200..=299 => SendOutcome::Accepted {
                 status,
-                rate_limit: rate_limits,
+                rate_limit: wait,
             },
             429 => SendOutcome::RateLimited {
                 status,
-                retry_after: rate_limits.or(retry_after).unwrap_or(DEFAULT_RATE_LIMIT),
+                retry_after: wait.unwrap_or(DEFAULT_RATE_LIMIT),
             },
             500..=599 => SendOutcome::ServerError {
                 status,
-                retry_after: rate_limits.or(retry_after),
+                retry_after: wait,
                 body,
             },
             _ => SendOutcome::Rejected { status, body },
@@ -168,53 +173,53 @@ fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     enc.finish()
 }
 
-/// `Retry-After` in seconds (the HTTP-date form is not used by Sentry and is ignored).
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    let secs: f64 = value.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
-}
-
-/// The longest delay in an `X-Sentry-Rate-Limits` header that applies to events: entries
-/// `retry_after:categories:scope[:reason[:namespaces]]`, comma separated; `categories` is a `;` list
-/// where empty means all, and events are `error` (or `default`).
-pub fn parse_rate_limits(value: &str) -> Option<Duration> {
-    value
-        .split(',')
-        .filter_map(|entry| {
-            let mut parts = entry.trim().split(':');
-            let secs: f64 = parts.next()?.trim().parse().ok()?;
-            let categories = parts.next().unwrap_or("").trim();
-            let applies = categories.is_empty()
-                || categories
-                    .split(';')
-                    .any(|c| matches!(c.trim(), "error" | "default"));
-            (applies && secs.is_finite() && secs >= 0.0)
-                .then(|| Duration::from_secs_f64(secs.min(86_400.0)))
-        })
-        .max()
+/// How long error events must not be sent after a response, as sentry's [`RateLimiter`] reads it:
+/// `X-Sentry-Rate-Limits` (only limits on error events count) else `Retry-After` (seconds or an
+/// HTTP date) else, for a bare 429, sentry's default delay.
+fn server_wait(
+    status: u16,
+    rate_limits: Option<&str>,
+    retry_after: Option<&str>,
+) -> Option<Duration> {
+    let mut limiter = RateLimiter::new();
+    match (rate_limits, retry_after) {
+        (Some(limits), _) => limiter.update_from_sentry_header(limits.trim()),
+        (None, Some(after)) => limiter.update_from_retry_after(after.trim()),
+        (None, None) if status == 429 => limiter.update_from_429(),
+        (None, None) => {}
+    }
+    limiter.is_disabled(RateLimitingCategory::Error)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Within a second below `secs`: the limiter counts from the moment it read the header.
+    fn about(wait: Option<Duration>, secs: u64) -> bool {
+        wait.is_some_and(|w| {
+            w <= Duration::from_secs(secs) && w + Duration::from_secs(1) > Duration::from_secs(secs)
+        })
+    }
+
     #[test]
     fn rate_limit_headers() {
-        assert_eq!(parse_retry_after("1"), Some(Duration::from_secs(1)));
+        assert!(about(server_wait(429, None, Some("1")), 1));
+        assert!(about(server_wait(429, None, Some(" 2.5 ")), 3));
+        let in_ten =
+            httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(10));
+        assert!(about(server_wait(429, None, Some(&in_ten)), 10));
+        let limits = "60:transaction:key, 2700:default;error:organization";
+        assert!(about(server_wait(200, Some(limits), None), 2700));
+        assert!(about(
+            server_wait(429, Some("30::organization:quota_exceeded"), None),
+            30
+        ));
         assert_eq!(
-            parse_retry_after(" 2.5 "),
-            Some(Duration::from_millis(2500))
+            server_wait(200, Some("60:transaction;attachment:key"), None),
+            None
         );
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(
-            parse_rate_limits("60:transaction:key, 2700:default;error:organization"),
-            Some(Duration::from_secs(2700))
-        );
-        assert_eq!(
-            parse_rate_limits("30::organization:quota_exceeded"),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(parse_rate_limits("60:transaction;attachment:key"), None);
-        assert_eq!(parse_rate_limits("garbage"), None);
+        assert!(about(server_wait(429, None, None), 60));
+        assert_eq!(server_wait(503, None, None), None);
     }
 }

@@ -35,7 +35,7 @@ use serde::Serialize;
 
 use crate::capture::{BindingKind, BindingRecord};
 use fixed_ring::FixedRing;
-pub use indexer::{IndexerHandle, SharedIndex};
+pub use indexer::IndexerHandle;
 use names::{NameArena, NameId, MAX_NAME_LEN, NO_NAME};
 pub use order::range_end;
 use order::AddressOrder;
