@@ -55,7 +55,7 @@ use std::sync::{Arc, MutexGuard};
 
 use bevy::prelude::Resource;
 
-pub use breadcrumbs::{BreadcrumbRecorder, GpuBreadcrumbs};
+pub use breadcrumbs::GpuBreadcrumbs;
 pub use crash::CrashLoopLimit;
 pub use deliver::{DeliverySettings, Dsn, DsnError, UploadConsent};
 pub use plugin::{GpuCrashReporterPlugin, GpuCrashReports};

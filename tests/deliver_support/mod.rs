@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bevy_gpu_crash_reporter::__test_support::IndexStats;
 use bevy_gpu_crash_reporter::report::BindingKind;
+use bevy_gpu_crash_reporter::report::IndexStats;
 use bevy_gpu_crash_reporter::report::{
     ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FaultAccess, FaultEntry,
     FaultVerdict, FrameTiming, HangInfo, ObjectState, VendorInfo, SCHEMA_VERSION,
