@@ -303,8 +303,61 @@ device8() {
     tar -C $logs -czf "$OUT/run8-results.tar.gz" .
 }
 
+# Build for batch 9: the realistic-scene benchmark (bench/realistic_scene, its own crate outside the
+# workspace, release; it shares the root's release Bevy in target/). Built from the working tree, so
+# the commit file says "-dirty" when src/ had edits in progress. Leaves .devrun/bins.tar.xz alone.
+#   run(command="bash scripts/gpu-validation.sh device9", carry=[".gl", ".devrun"], timeout_s=420)
+build9() {
+    local target=${CARGO_TARGET_DIR:-$ROOT/target}
+    (cd bench/realistic_scene && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release)
+    mkdir -p .devrun /tmp/gv-stage9 && rm -f /tmp/gv-stage9/realistic_scene .devrun/scene.tar.xz
+    cp "$target/release/realistic_scene" /tmp/gv-stage9/
+    strip /tmp/gv-stage9/realistic_scene
+    tar -C /tmp/gv-stage9 -cf - realistic_scene | xz -T0 -6 > .devrun/scene.tar.xz
+    git describe --always --dirty --abbrev=12 > .devrun/scene.commit
+    ls -la .devrun
+}
+
+# Batch 9: the plugin's frame cost in a realistic scene (3,000 PBR meshes, 6 materials, shadowed sun
+# + 4 shadowed point lights, 1920x1080 offscreen, 50 meshes replaced per frame): no plugin, plugin
+# with everything on, plugin without breadcrumbs, alternating processes. Under 6 minutes: a short
+# single run first (sanity, shader cache, frame time), then --compare with --frames cut so that
+# 3 x rounds runs fit in SCENE_BUDGET_S (the whole compare is killed at SCENE_BUDGET_S + 60 s).
+device9() {
+    setup_device
+    tar -C $bin -xJf .devrun/scene.tar.xz
+    echo "scene commit $(cat .devrun/scene.commit)" | tee -a $logs/env.txt
+    local rounds=${SCENE_ROUNDS:-5} frames=${SCENE_FRAMES:-600} warmup=${SCENE_WARMUP:-120}
+    local budget=${SCENE_BUDGET_S:-240}
+    echo "== (1) one short run, plugin all on, stderr kept"
+    local t0; t0=$(date +%s)
+    RUST_LOG=info timeout -s KILL 60 $bin/realistic_scene --frames 60 --warmup 10 \
+        > $logs/scene-one.out 2> $logs/scene-one.err
+    echo "scene-one rc=$? after $(( $(date +%s) - t0 )) s"; cat $logs/scene-one.out
+    grep -iE "panicked|error|DeviceLost|GPU crash reporter" $logs/scene-one.err | cut -c1-300 | head -8 || true
+    # Frames per run that fit the budget, from the short run's median (+ 3 s start-up per run).
+    local med cap
+    med=$(grep -o 'median_us=[0-9.]*' $logs/scene-one.out | cut -d= -f2)
+    if [ -n "$med" ]; then
+        cap=$(awk -v m="$med" -v b="$budget" -v n="$rounds" -v w="$warmup" \
+            'BEGIN { f = int(((b / (3 * n)) - 3) * 1e6 / m) - w; print (f < 50 ? 50 : f) }')
+        [ "$cap" -lt "$frames" ] && { echo "frames cut from $frames to $cap (median $med us)"; frames=$cap; }
+    fi
+    echo "== (2) compare: --rounds $rounds --frames $frames --warmup $warmup"
+    t0=$(date +%s)
+    timeout -s KILL $(( budget + 60 )) $bin/realistic_scene --compare --rounds $rounds \
+        --frames $frames --warmup $warmup > $logs/scene.out 2> $logs/scene.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "summary|ratio|realistic_scene plugin" $logs/scene.out | cut -c1-400
+    grep -E "realistic_scene_info" $logs/scene.out | sort -u | cut -c1-300
+    grep -E "panicked|DeviceLost" $logs/scene.err | head -3
+    tar -C $logs -czf "$OUT/run9-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
+    build9) build9 ;;
+    device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
     device6) device6 ;;
@@ -314,5 +367,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | device | device2 | device3 | device4 | device5 | device6 | device7 | device8"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | device | device2 | device3 | device4 | device5 | device6 | device7 | device8 | device9"; exit 2 ;;
 esac

@@ -143,7 +143,7 @@ pub fn build_report(
     ctx: &CrashContext<'_>,
 ) -> (CrashReport, Option<Vec<u8>>) {
     let now = Instant::now();
-    let mut notes = raw.notes.clone();
+    let mut notes: Vec<String> = raw.errors.iter().map(ToString::to_string).collect();
     if let Some(blocks) = &ctx.allocator_blocks {
         allocator_names::learn_names(index, blocks);
     } else {
@@ -198,7 +198,7 @@ pub fn build_report(
             size: bytes.len() as u64,
             file_name: None,
             header: parsed.as_ref().ok().cloned(),
-            parse_error: parsed.err(),
+            parse_error: parsed.err().map(|e| e.to_string()),
         }
     });
     let breadcrumbs = ctx

@@ -445,14 +445,54 @@ impl CrashReport {
     }
 }
 
+/// Why a report could not be written or read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The report directory could not be created.
+    #[error("cannot create the report directory {}: {source}", .dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The report file could not be written (full disk, permissions).
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The report's path.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The report file could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The report's path.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The report could not be serialised, or a file is not a crash report of this schema.
+    #[error("{} is not a crash report: {source}", .path.display())]
+    Json {
+        /// The report's path.
+        path: PathBuf,
+        /// serde_json's reason.
+        source: serde_json::Error,
+    },
+}
+
 /// Writes `report` (and the vendor binary as a sibling file) into `dir` atomically: temporary file,
 /// fsync, rename, fsync of the directory. Returns the report's path.
 pub(crate) fn write_report(
     dir: &Path,
     report: &mut CrashReport,
     vendor_binary: Option<&[u8]>,
-) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
+) -> Result<PathBuf, ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+        dir: dir.to_owned(),
+        source,
+    })?;
     let path = dir.join(report.file_name());
     if let (Some(bytes), Some(info)) = (vendor_binary, report.vendor_binary.as_mut()) {
         let name = path
@@ -468,8 +508,14 @@ pub(crate) fn write_report(
             None => {}
         }
     }
-    let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-    write_atomically(&path, &json)?;
+    let json = serde_json::to_vec_pretty(report).map_err(|source| ReportError::Json {
+        path: path.clone(),
+        source,
+    })?;
+    write_atomically(&path, &json).map_err(|source| ReportError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(path)
 }
 
@@ -501,9 +547,15 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 
 /// Reads a report back.
 #[doc(alias = "load_report")]
-pub fn read_report(path: &Path) -> std::io::Result<CrashReport> {
-    let bytes = std::fs::read(path)?;
-    serde_json::from_slice(&bytes).map_err(std::io::Error::other)
+pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
+    let bytes = std::fs::read(path).map_err(|source| ReportError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| ReportError::Json {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 mod hex {

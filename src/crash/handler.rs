@@ -18,7 +18,7 @@ use crate::index::allocator_names;
 use crate::postmortem::{self, CrashContext, OnHang};
 use crate::progress::Stall;
 use crate::report::{ApplicationInfo, CrashKind, CrashReport};
-use crate::vulkan::fault::RawFaultInfo;
+use crate::vulkan::fault::{FaultQueryError, RawFaultInfo};
 use crate::vulkan::GpuCrashCapabilities;
 use crate::{GpuCrashReporter, GpuCrashReports};
 
@@ -132,10 +132,9 @@ impl CrashHandling {
         if !session.mark_lost() {
             return; // this device's loss is already reported
         }
-        let mut raw = query_fault_bounded(&session, Duration::ZERO, true);
-        if raw.description.is_none() && !wgpu_description.is_empty() {
-            raw.notes.push(format!("wgpu: {wgpu_description}"));
-        }
+        let raw = query_fault_bounded(&session, Duration::ZERO, true);
+        let wgpu_note = (raw.description.is_none() && !wgpu_description.is_empty())
+            .then(|| format!("wgpu: {wgpu_description}"));
         // The first frame the GPU did not finish is the one that faulted; binding events after its
         // work was submitted (or after wgpu's teardown) are after the fault.
         let cut = {
@@ -146,13 +145,20 @@ impl CrashHandling {
                 .and_then(|t| t.frame(t.completed() + 1));
             postmortem::fault_cut(&index, faulting.as_ref(), self.reporter.ring_position())
         };
-        self.write(&session, CrashKind::DeviceLost, raw, Some(cut), None);
+        self.write(
+            &session,
+            CrashKind::DeviceLost,
+            raw,
+            Some(cut),
+            None,
+            wgpu_note,
+        );
     }
 
     /// The watchdog saw a stall of `hang_timeout`: report it (once per stall), then apply `on_hang`.
     pub(crate) fn hang(&self, session: &Arc<DeviceSession>, stall: Stall) {
         let raw = query_fault_bounded(session, Duration::from_millis(100), false);
-        let path = self.write(session, CrashKind::GpuHang, raw, None, Some(stall));
+        let path = self.write(session, CrashKind::GpuHang, raw, None, Some(stall), None);
         if let OnHang::Exit(code) = self.on_hang {
             if path.is_none() {
                 error!("GPU hang: exiting although the report could not be written");
@@ -169,6 +175,7 @@ impl CrashHandling {
         raw: RawFaultInfo,
         cut: Option<u64>,
         stall: Option<Stall>,
+        wgpu_note: Option<String>,
     ) -> Option<PathBuf> {
         let watchdog_timeout = raw.watchdog_timeout;
         let allocator_device = session.device.clone();
@@ -191,6 +198,7 @@ impl CrashHandling {
         };
         let mut index = self.reporter.index();
         let (mut report, vendor_binary) = postmortem::build_report(kind, raw, &mut index, &ctx);
+        report.notes.extend(wgpu_note);
         if let Some(stall) = stall {
             let submitted_at = session
                 .timeline
@@ -347,10 +355,7 @@ fn query_fault_bounded(
         crate::vulkan::query_device_fault(device.wgpu_device(), &caps, khr_timeout, device_lost)
     })
     .unwrap_or_else(|| RawFaultInfo {
-        notes: vec![format!(
-            "the fault query did not return within {} s (driver or wgpu blocked)",
-            (QUERY_TIMEOUT + khr_timeout).as_secs()
-        )],
+        errors: vec![FaultQueryError::TimedOut(QUERY_TIMEOUT + khr_timeout)],
         ..Default::default()
     })
 }

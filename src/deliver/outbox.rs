@@ -33,6 +33,35 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Below this much time left, a flush does not start another request.
 const MIN_REQUEST_TIME: Duration = Duration::from_millis(50);
 
+/// Why an envelope could not be written to, or read back from, the outbox.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    /// The envelope could not be serialised or written (full disk, permissions).
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The envelope's path.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The envelope file could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The envelope's path.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The file is not a Sentry envelope (truncated, or not written by this crate).
+    #[error("{} is not a Sentry envelope: {source}", .path.display())]
+    Malformed {
+        /// The envelope's path.
+        path: PathBuf,
+        /// sentry-types' reason.
+        source: sentry::protocol::EnvelopeError,
+    },
+}
+
 /// What one [`Outbox::flush`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlushSummary {
@@ -142,18 +171,23 @@ impl Outbox {
         &self,
         report: &CrashReport,
         vendor_binary: Option<&[u8]>,
-    ) -> std::io::Result<PathBuf> {
-        let mut envelope = Vec::new();
-        build_envelope(report, vendor_binary, &self.inner.settings).to_writer(&mut envelope)?;
+    ) -> Result<PathBuf, OutboxError> {
+        let inner = &self.inner;
         let name = format!(
             "{:020}-{}.{ENVELOPE_EXT}",
             report.timestamp_ms,
             sanitize(&report.id)
         );
-        let inner = &self.inner;
-        std::fs::create_dir_all(&inner.dir)?;
         let path = inner.dir.join(name);
-        write_atomically(&path, &envelope)?;
+        let mut envelope = Vec::new();
+        build_envelope(report, vendor_binary, &inner.settings)
+            .to_writer(&mut envelope)
+            .and_then(|()| std::fs::create_dir_all(&inner.dir))
+            .and_then(|()| write_atomically(&path, &envelope))
+            .map_err(|source| OutboxError::Write {
+                path: path.clone(),
+                source,
+            })?;
         if inner.dsn.is_none() {
             info!(
                 "GPU crash report saved to {}; no Sentry DSN is configured (DeliverySettings::dsn or \
@@ -230,9 +264,13 @@ impl Outbox {
             let path = claim.path.clone();
             let (event_id, body) = match stamped_for_sending(&path, &dsn) {
                 Ok(stamped) => stamped,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(OutboxError::Read { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    continue
+                }
                 Err(e) => {
-                    let reason = format!("cannot read {}: {e}", path.display());
+                    let reason = e.to_string();
                     error!("GPU crash reporter: {reason}; moving it to failed/");
                     self.move_to_failed(&path);
                     summary.failed += 1;
@@ -470,9 +508,15 @@ impl Drop for Claim<'_> {
 
 /// The event id and bytes of the envelope at `path`, its headers' `sent_at` set to now (so Sentry can
 /// correct clock drift) and `dsn` to the one it is sent to.
-fn stamped_for_sending(path: &Path, dsn: &Dsn) -> std::io::Result<(String, Vec<u8>)> {
-    let bytes = std::fs::read(path)?;
-    let envelope = Envelope::from_slice(&bytes).map_err(std::io::Error::other)?;
+fn stamped_for_sending(path: &Path, dsn: &Dsn) -> Result<(String, Vec<u8>), OutboxError> {
+    let bytes = std::fs::read(path).map_err(|source| OutboxError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let envelope = Envelope::from_slice(&bytes).map_err(|source| OutboxError::Malformed {
+        path: path.to_owned(),
+        source,
+    })?;
     let event_id = envelope.uuid().map(|id| id.simple().to_string());
     let headers = envelope
         .headers()
@@ -480,7 +524,14 @@ fn stamped_for_sending(path: &Path, dsn: &Dsn) -> std::io::Result<(String, Vec<u
         .with_sent_at(SystemTime::now())
         .with_dsn(dsn.as_sentry().clone());
     let mut body = Vec::with_capacity(bytes.len());
-    envelope.with_headers(headers).to_writer(&mut body)?;
+    // Writing into a Vec cannot fail but for serialisation, which read the same types a moment ago.
+    envelope
+        .with_headers(headers)
+        .to_writer(&mut body)
+        .map_err(|source| OutboxError::Write {
+            path: path.to_owned(),
+            source,
+        })?;
     Ok((event_id.unwrap_or_default(), body))
 }
 

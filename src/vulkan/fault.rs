@@ -36,8 +36,83 @@ pub struct RawFaultInfo {
     pub shader_abort_message: Option<String>,
     /// A KHR report had `WATCHDOG_TIMEOUT`.
     pub watchdog_timeout: bool,
-    /// What went wrong while asking.
-    pub notes: Vec<String>,
+    /// What went wrong while asking (each becomes a note of the report).
+    pub errors: Vec<FaultQueryError>,
+}
+
+/// Why a fault query returned less than the driver had. Never fatal: what was read is still used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FaultQueryError {
+    /// A query entry point returned an error.
+    #[error("{call} returned {result:?}")]
+    Driver {
+        /// The Vulkan command.
+        call: &'static str,
+        /// What it returned.
+        result: vk::Result,
+    },
+    /// The fault data kept growing between the two calls of the query idiom.
+    #[error("{0} kept returning VK_INCOMPLETE after {MAX_QUERY_ATTEMPTS} attempts")]
+    KeptIncomplete(&'static str),
+    /// The device does not expose an entry point its enabled extension promises.
+    #[error("{0} is not exposed by the device")]
+    Missing(&'static str),
+    /// More entries than a crash path allocates for; the first are kept.
+    #[error("the driver reported {reported} {what}; the first {MAX_FAULT_ENTRIES} are kept")]
+    TooMany {
+        /// What was counted.
+        what: &'static str,
+        /// How many the driver reported.
+        reported: u32,
+    },
+    /// A vendor binary over [`MAX_BLOB`] bytes was not read.
+    #[error("vendor binary of {0} bytes refused (limit {MAX_BLOB})")]
+    VendorBinaryTooLarge(u64),
+    /// The render device is not a Vulkan device.
+    #[error("render device is not Vulkan")]
+    NotVulkan,
+    /// The query did not return in time.
+    #[error("the fault query did not return within {} s (driver or wgpu blocked)", .0.as_secs())]
+    TimedOut(std::time::Duration),
+}
+
+/// Why a vendor binary's header was not parsed (the bytes are kept raw either way).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VendorBinaryError {
+    /// Shorter than the VersionOne header.
+    #[error(
+        "vendor binary is {0} bytes, shorter than the {VENDOR_HEADER_SIZE}-byte VersionOne header"
+    )]
+    TooShort(usize),
+    /// A header version this crate does not know.
+    #[error("unknown vendor binary header version {0}")]
+    UnknownVersion(u32),
+    /// `headerSize` smaller than the header or larger than the binary.
+    #[error("headerSize {size} is outside [{VENDOR_HEADER_SIZE}, {len}]")]
+    BadHeaderSize {
+        /// `headerSize`.
+        size: u32,
+        /// Bytes in the binary.
+        len: usize,
+    },
+    /// A string offset past the end.
+    #[error("{field} offset {offset} is past the end ({len} bytes)")]
+    OffsetPastEnd {
+        /// The header field.
+        field: &'static str,
+        /// Its offset.
+        offset: u32,
+        /// Bytes in the binary.
+        len: usize,
+    },
+    /// A string without its NUL.
+    #[error("{field} at offset {offset} is not NUL-terminated")]
+    NotNulTerminated {
+        /// The header field.
+        field: &'static str,
+        /// Its offset.
+        offset: u32,
+    },
 }
 
 fn access_of(t: vk::DeviceFaultAddressTypeEXT) -> FaultAccess {
@@ -79,18 +154,18 @@ pub unsafe fn query_ext(
         // SAFETY: first call of the idiom: counts only, info null.
         let result = unsafe { get(device.handle(), &mut counts, std::ptr::null_mut()) };
         if result != vk::Result::SUCCESS {
-            info.notes.push(format!(
-                "vkGetDeviceFaultInfoEXT (counts) returned {result:?}"
-            ));
+            info.errors.push(FaultQueryError::Driver {
+                call: "vkGetDeviceFaultInfoEXT (counts)",
+                result,
+            });
             return info;
         }
         if !vendor_binary_enabled {
             counts.vendor_binary_size = 0;
         }
         if counts.vendor_binary_size > MAX_BLOB {
-            info.notes.push(format!(
-                "vendor binary of {} bytes refused (limit {MAX_BLOB})",
-                counts.vendor_binary_size
+            info.errors.push(FaultQueryError::VendorBinaryTooLarge(
+                counts.vendor_binary_size,
             ));
             counts.vendor_binary_size = 0;
         }
@@ -102,9 +177,10 @@ pub unsafe fn query_ext(
             ("vendor infos", &mut counts.vendor_info_count),
         ] {
             if *count > MAX_FAULT_ENTRIES {
-                info.notes.push(format!(
-                    "the driver reported {count} {what}; the first {MAX_FAULT_ENTRIES} are kept"
-                ));
+                info.errors.push(FaultQueryError::TooMany {
+                    what,
+                    reported: *count,
+                });
                 *count = MAX_FAULT_ENTRIES;
             }
         }
@@ -137,8 +213,10 @@ pub unsafe fn query_ext(
             continue; // the fault data grew between the calls: ask again
         }
         if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
-            info.notes
-                .push(format!("vkGetDeviceFaultInfoEXT returned {result:?}"));
+            info.errors.push(FaultQueryError::Driver {
+                call: "vkGetDeviceFaultInfoEXT",
+                result,
+            });
             return info;
         }
         addresses.truncate(counts.address_info_count as usize);
@@ -165,9 +243,8 @@ pub unsafe fn query_ext(
         info.vendor_binary = (!binary.is_empty()).then_some(binary);
         return info;
     }
-    info.notes.push(format!(
-        "vkGetDeviceFaultInfoEXT kept returning VK_INCOMPLETE after {MAX_QUERY_ATTEMPTS} attempts"
-    ));
+    info.errors
+        .push(FaultQueryError::KeptIncomplete("vkGetDeviceFaultInfoEXT"));
     info
 }
 
@@ -187,8 +264,8 @@ pub unsafe fn query_khr(
     let fns = unsafe { KhrDeviceFaultFns::load(instance, device) };
     let mut info = RawFaultInfo::default();
     let Some(get_reports) = fns.get_device_fault_reports else {
-        info.notes
-            .push("vkGetDeviceFaultReportsKHR is not exposed by the device".into());
+        info.errors
+            .push(FaultQueryError::Missing("vkGetDeviceFaultReportsKHR"));
         return info;
     };
     let mut reports: Vec<DeviceFaultInfoKHR> = Vec::new();
@@ -197,9 +274,10 @@ pub unsafe fn query_khr(
         // SAFETY: counting call with a null array.
         let result = unsafe { get_reports(device, timeout_ns, &mut count, std::ptr::null_mut()) };
         if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
-            info.notes.push(format!(
-                "vkGetDeviceFaultReportsKHR (count) returned {result:?}"
-            ));
+            info.errors.push(FaultQueryError::Driver {
+                call: "vkGetDeviceFaultReportsKHR (count)",
+                result,
+            });
             break;
         }
         if count == 0 {
@@ -207,10 +285,10 @@ pub unsafe fn query_khr(
         }
         let room = MAX_FAULT_ENTRIES.saturating_sub(reports.len() as u32);
         if count > room {
-            info.notes.push(format!(
-                "the driver reported more than {MAX_FAULT_ENTRIES} fault reports; the first \
-                 {MAX_FAULT_ENTRIES} are kept"
-            ));
+            info.errors.push(FaultQueryError::TooMany {
+                what: "fault reports",
+                reported: reports.len() as u32 + count,
+            });
             count = room;
             if count == 0 {
                 break;
@@ -223,8 +301,10 @@ pub unsafe fn query_khr(
         reports.extend(batch);
         if result != vk::Result::INCOMPLETE {
             if result != vk::Result::SUCCESS {
-                info.notes
-                    .push(format!("vkGetDeviceFaultReportsKHR returned {result:?}"));
+                info.errors.push(FaultQueryError::Driver {
+                    call: "vkGetDeviceFaultReportsKHR",
+                    result,
+                });
             }
             break;
         }
@@ -294,9 +374,10 @@ unsafe fn read_debug_info(
     // SAFETY: size query with null data pointers; `abort` outlives the call.
     let result = unsafe { get_debug(device, &mut debug) };
     if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
-        info.notes.push(format!(
-            "vkGetDeviceFaultDebugInfoKHR (sizes) returned {result:?}"
-        ));
+        info.errors.push(FaultQueryError::Driver {
+            call: "vkGetDeviceFaultDebugInfoKHR (sizes)",
+            result,
+        });
         return;
     }
     let binary_size = u64::from(debug.vendor_binary_size).min(MAX_BLOB) as usize;
@@ -318,8 +399,10 @@ unsafe fn read_debug_info(
     // SAFETY: buffers of the sizes just reported; `abort` is still chained and alive.
     let result = unsafe { get_debug(device, &mut debug) };
     if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
-        info.notes
-            .push(format!("vkGetDeviceFaultDebugInfoKHR returned {result:?}"));
+        info.errors.push(FaultQueryError::Driver {
+            call: "vkGetDeviceFaultDebugInfoKHR",
+            result,
+        });
         return;
     }
     binary.truncate(debug.vendor_binary_size as usize);
@@ -340,46 +423,43 @@ unsafe fn read_debug_info(
 pub const VENDOR_HEADER_SIZE: usize = 56;
 
 /// Parses the VersionOne header, validating every offset and size; never trusts the driver's bytes.
-pub fn parse_vendor_binary(bytes: &[u8]) -> Result<VendorBinaryHeader, String> {
+pub fn parse_vendor_binary(bytes: &[u8]) -> Result<VendorBinaryHeader, VendorBinaryError> {
     if bytes.len() < VENDOR_HEADER_SIZE {
-        return Err(format!(
-            "vendor binary is {} bytes, shorter than the {VENDOR_HEADER_SIZE}-byte VersionOne header",
-            bytes.len()
-        ));
+        return Err(VendorBinaryError::TooShort(bytes.len()));
     }
     let u32_at =
         |offset: usize| u32::from_ne_bytes(bytes[offset..offset + 4].try_into().unwrap_or([0; 4]));
     let header_size = u32_at(0);
     let header_version = u32_at(4);
     if header_version != 1 {
-        return Err(format!(
-            "unknown vendor binary header version {header_version}"
-        ));
+        return Err(VendorBinaryError::UnknownVersion(header_version));
     }
     if (header_size as usize) < VENDOR_HEADER_SIZE || header_size as usize > bytes.len() {
-        return Err(format!(
-            "headerSize {header_size} is outside [{VENDOR_HEADER_SIZE}, {}]",
-            bytes.len()
-        ));
+        return Err(VendorBinaryError::BadHeaderSize {
+            size: header_size,
+            len: bytes.len(),
+        });
     }
-    let string_at = |field: &str, offset: u32| -> Result<Option<String>, String> {
-        if offset == 0 {
-            return Ok(None);
-        }
-        let start = offset as usize;
-        if start >= bytes.len() {
-            return Err(format!(
-                "{field} offset {offset} is past the end ({} bytes)",
-                bytes.len()
-            ));
-        }
-        let rest = &bytes[start..];
-        let end = rest
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or_else(|| format!("{field} at offset {offset} is not NUL-terminated"))?;
-        Ok(Some(String::from_utf8_lossy(&rest[..end]).into_owned()))
-    };
+    let string_at =
+        |field: &'static str, offset: u32| -> Result<Option<String>, VendorBinaryError> {
+            if offset == 0 {
+                return Ok(None);
+            }
+            let start = offset as usize;
+            if start >= bytes.len() {
+                return Err(VendorBinaryError::OffsetPastEnd {
+                    field,
+                    offset,
+                    len: bytes.len(),
+                });
+            }
+            let rest = &bytes[start..];
+            let end = rest
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or(VendorBinaryError::NotNulTerminated { field, offset })?;
+            Ok(Some(String::from_utf8_lossy(&rest[..end]).into_owned()))
+        };
     let uuid: String = bytes[20..36].iter().map(|b| format!("{b:02x}")).collect();
     Ok(VendorBinaryHeader {
         header_size,
@@ -432,22 +512,26 @@ mod tests {
 
     #[test]
     fn rejects_malformed_binaries_with_reasons() {
-        assert!(parse_vendor_binary(&[0; 10])
-            .unwrap_err()
-            .contains("shorter"));
+        let err = |b: &[u8]| parse_vendor_binary(b).unwrap_err();
+        assert_eq!(err(&[0; 10]), VendorBinaryError::TooShort(10));
+        assert!(err(&[0; 10]).to_string().contains("shorter"));
         let mut b = header("x");
         b[4] = 7;
-        assert!(parse_vendor_binary(&b).unwrap_err().contains("version 7"));
+        assert_eq!(err(&b), VendorBinaryError::UnknownVersion(7));
         let mut b = header("x");
         b[0..4].copy_from_slice(&10_000u32.to_ne_bytes());
-        assert!(parse_vendor_binary(&b).unwrap_err().contains("headerSize"));
+        assert!(matches!(
+            err(&b),
+            VendorBinaryError::BadHeaderSize { size: 10_000, .. }
+        ));
         let mut b = header("x");
         b[36..40].copy_from_slice(&9_999u32.to_ne_bytes());
-        assert!(parse_vendor_binary(&b)
-            .unwrap_err()
-            .contains("past the end"));
+        assert!(err(&b).to_string().contains("past the end"));
         let mut b = header("x");
         b.pop(); // drop the NUL
-        assert!(parse_vendor_binary(&b).unwrap_err().contains("NUL"));
+        assert!(matches!(
+            err(&b),
+            VendorBinaryError::NotNulTerminated { .. }
+        ));
     }
 }

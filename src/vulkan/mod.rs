@@ -391,7 +391,8 @@ fn driver_identity(
 }
 
 /// Asks the device what faulted: KHR reports (waiting up to `khr_timeout`) and, after a loss, the
-/// KHR debug info and the EXT fault info. Safe to call on a lost device; returns notes, never panics
+/// KHR debug info and the EXT fault info. Safe to call on a lost device; what failed is in
+/// `errors`; never panics
 /// on driver errors.
 pub fn query_device_fault(
     device: &wgpu::Device,
@@ -405,7 +406,7 @@ pub fn query_device_fault(
     }
     // SAFETY: we only read raw handles and call fault queries, which the spec allows on a lost device.
     let Some(hal) = (unsafe { device.as_hal::<wgpu::hal::api::Vulkan>() }) else {
-        info.notes.push("render device is not Vulkan".into());
+        info.errors.push(fault::FaultQueryError::NotVulkan);
         return info;
     };
     let instance = hal.shared_instance().raw_instance();
@@ -427,10 +428,10 @@ pub fn query_device_fault(
         // SAFETY: VK_EXT_device_fault and deviceFault are enabled on this device.
         let ext =
             unsafe { fault::query_ext(instance, raw, capabilities.device_fault_vendor_binary) };
-        let notes = std::mem::take(&mut info.notes);
+        let errors = std::mem::take(&mut info.errors);
         let watchdog = info.watchdog_timeout;
         info = fault::RawFaultInfo {
-            notes: notes.into_iter().chain(ext.notes.clone()).collect(),
+            errors: errors.into_iter().chain(ext.errors.clone()).collect(),
             watchdog_timeout: watchdog,
             ..ext
         };
