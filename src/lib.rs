@@ -45,10 +45,10 @@ mod data_dir;
 mod deliver;
 mod index;
 mod plugin;
-mod postmortem;
 mod progress;
 pub mod report;
 mod resolve;
+mod serde_hex;
 mod vulkan;
 
 use std::sync::{Arc, MutexGuard};
@@ -56,10 +56,9 @@ use std::sync::{Arc, MutexGuard};
 use bevy::prelude::Resource;
 
 pub use breadcrumbs::GpuBreadcrumbs;
-pub use crash::CrashLoopLimit;
+pub use crash::{CrashLoopLimit, OnHang};
 pub use deliver::{DeliverySettings, Dsn, DsnError, UploadConsent};
 pub use plugin::{GpuCrashReporterPlugin, GpuCrashReports};
-pub use postmortem::OnHang;
 pub use vulkan::markers::BreadcrumbWriter;
 pub use vulkan::GpuCrashCapabilities;
 

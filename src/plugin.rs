@@ -14,10 +14,11 @@ use bevy::render::renderer::{
 };
 use bevy::render::{Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems};
 
+use crate::crash::OnHang;
 use crate::crash::{CrashHandling, CrashLoopLimit, DeviceSessions, Watchdog};
+use crate::data_dir::report_dir;
 use crate::deliver::{DeliverySettings, Outbox};
 use crate::index::{IndexSettings, IndexerHandle};
-use crate::postmortem::{self, OnHang};
 use crate::progress::GpuTimeline;
 use crate::report::ApplicationInfo;
 use crate::vulkan::markers::{raw_command_buffer, MarkerStage, COMPLETED_WORD};
@@ -222,7 +223,7 @@ impl Plugin for GpuCrashReporterPlugin {
             process_id: std::process::id(),
         };
         let reports = GpuCrashReports::default();
-        let report_dir = postmortem::report_dir(self.report_dir.as_deref(), &application_name);
+        let report_dir = report_dir(self.report_dir.as_deref(), &application_name);
         let mut delivery = self.delivery.clone();
         if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
             delivery.outbox_dir = report_dir.join("outbox");

@@ -3,7 +3,7 @@
 //! Everything here may run while the render thread is stuck inside wgpu: every wgpu or driver call is
 //! time-boxed on a helper thread, and GPU progress is read from marker memory, not asked of wgpu.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,12 +11,15 @@ use bevy::log::{error, info, warn};
 use bevy::prelude::Resource;
 use bevy::render::renderer::RenderDevice;
 
+use super::bounded::with_timeout;
+use super::exit::{exit_now, OnHang};
 use super::session::{DeviceSession, DeviceSessions};
+use crate::data_dir::REPORT_DIR_ENV;
 use crate::deliver::event::fingerprint;
 use crate::deliver::Outbox;
 use crate::index::allocator_names;
-use crate::postmortem::{self, CrashContext, OnHang};
 use crate::progress::Stall;
+use crate::report::{self as report_model, write_report, CrashContext};
 use crate::report::{ApplicationInfo, CrashKind, CrashReport};
 use crate::vulkan::fault::{FaultQueryError, RawFaultInfo};
 use crate::vulkan::GpuCrashCapabilities;
@@ -143,7 +146,7 @@ impl CrashHandling {
                 .timeline
                 .as_ref()
                 .and_then(|t| t.frame(t.completed() + 1));
-            postmortem::fault_cut(&index, faulting.as_ref(), self.reporter.ring_position())
+            report_model::fault_cut(&index, faulting.as_ref(), self.reporter.ring_position())
         };
         self.write(
             &session,
@@ -163,7 +166,7 @@ impl CrashHandling {
             if path.is_none() {
                 error!("GPU hang: exiting although the report could not be written");
             }
-            postmortem::exit_now(code);
+            exit_now(code);
         }
     }
 
@@ -179,7 +182,7 @@ impl CrashHandling {
     ) -> Option<PathBuf> {
         let watchdog_timeout = raw.watchdog_timeout;
         let allocator_device = session.device.clone();
-        let allocator_blocks = postmortem::with_timeout(QUERY_TIMEOUT, move || {
+        let allocator_blocks = with_timeout(QUERY_TIMEOUT, move || {
             allocator_device
                 .wgpu_device()
                 .generate_allocator_report()
@@ -197,7 +200,7 @@ impl CrashHandling {
             device_generation: session.generation,
         };
         let mut index = self.reporter.index();
-        let (mut report, vendor_binary) = postmortem::build_report(kind, raw, &mut index, &ctx);
+        let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);
         report.notes.extend(wgpu_note);
         if let Some(stall) = stall {
             let submitted_at = session
@@ -205,7 +208,7 @@ impl CrashHandling {
                 .as_ref()
                 .and_then(|t| t.frame(stall.frame))
                 .and_then(|f| f.submitted_at);
-            postmortem::add_hang_info(
+            report_model::add_hang_info(
                 &mut report,
                 &index,
                 stall,
@@ -216,11 +219,7 @@ impl CrashHandling {
         }
         drop(index);
         let upload = self.count_crash(&mut report);
-        let path = postmortem::persist_and_announce(
-            &self.report_dir,
-            &mut report,
-            vendor_binary.as_deref(),
-        );
+        let path = persist_and_announce(&self.report_dir, &mut report, vendor_binary.as_deref());
         if let Some(path) = &path {
             self.reports.push(path.clone());
         }
@@ -351,7 +350,7 @@ fn query_fault_bounded(
 ) -> RawFaultInfo {
     let (device, caps): (RenderDevice, GpuCrashCapabilities) =
         (session.device.clone(), session.capabilities.clone());
-    postmortem::with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
+    with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
         crate::vulkan::query_device_fault(device.wgpu_device(), &caps, khr_timeout, device_lost)
     })
     .unwrap_or_else(|| RawFaultInfo {
@@ -394,5 +393,40 @@ fn deliver(outbox: &Outbox, report: &CrashReport, vendor_binary: Option<&[u8]>) 
             "GPU crash report could not be queued for upload in {}: {err}",
             outbox.dir().display()
         ),
+    }
+}
+
+/// Writes the report and prints the human lines; on failure logs why and returns `None` (the game
+/// keeps its own crash policy either way).
+fn persist_and_announce(
+    dir: &Path,
+    report: &mut CrashReport,
+    vendor_binary: Option<&[u8]>,
+) -> Option<PathBuf> {
+    for fault in &report.faults {
+        eprintln!("{}", fault.summary);
+        bevy::log::error!("{}", fault.summary);
+    }
+    if report.faults.is_empty() {
+        eprintln!("{}", report.summary);
+        bevy::log::error!("{}", report.summary);
+    }
+    match write_report(dir, report, vendor_binary) {
+        Ok(path) => {
+            eprintln!("GPU crash report written to {}", path.display());
+            bevy::log::error!("GPU crash report written to {}", path.display());
+            Some(path)
+        }
+        Err(err) => {
+            bevy::log::error!(
+                "GPU crash report could NOT be written to {}: {err} (set {REPORT_DIR_ENV} to a writable directory)",
+                dir.display()
+            );
+            eprintln!(
+                "GPU crash report could NOT be written to {}: {err}",
+                dir.display()
+            );
+            None
+        }
     }
 }

@@ -1,9 +1,13 @@
 //! Crash handling: per-device sessions, the hang watchdog, and the path from a device loss or a stall
 //! to a report on disk and in the outbox.
 
+mod bounded;
+mod exit;
 mod handler;
 mod session;
 mod watchdog;
+
+pub use exit::OnHang;
 
 pub(crate) use handler::CrashHandling;
 pub use handler::CrashLoopLimit;

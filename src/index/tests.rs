@@ -53,7 +53,7 @@ fn bind_then_unbind_moves_range_to_freed_with_name() {
 
 #[test]
 fn nvidia_pattern_duplicate_binds_are_counted_once() {
-    // FACTS: memory BIND at a low address, memory BIND at the GPU VA, the same GPU VA again, then the
+    // NVIDIA 580 (docs/driver-facts.md): memory BIND at a low address, memory BIND at the GPU VA, the same GPU VA again, then the
     // buffer BIND; destroy + free gives 3 UNBINDs.
     let index = index_of(&[
         bind(MEMORY, 0xa, 0x640_0000, 0x10000),

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::breadcrumb::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
 use super::hang_rule::Pending;
-use crate::report::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
 use crate::vulkan::markers::{marker_word, MarkerBuffer, COMPLETED_WORD, MARKERS_PER_FRAME};
 
 /// Frames the ledger remembers (besides the oldest pending one, which it always keeps).

@@ -10,9 +10,10 @@ use std::time::Instant;
 use ash::vk;
 
 use crate::index::{object_type_name, AddressIndex, ObjectKey};
-use crate::report::{
-    BindingEventEntry, Culprit, FaultAccess, FaultEntry, FaultVerdict, ObjectState,
-};
+mod model;
+
+pub use crate::vulkan::fault::{FaultAccess, FaultAddress};
+pub use model::{BindingEventEntry, Culprit, FaultEntry, FaultVerdict, ObjectState};
 
 /// How far past the end of a live resource an address still counts as its overrun when it is not in
 /// the same memory block (a strided loop overrunning by a few rows, not a wild pointer).
@@ -27,17 +28,6 @@ pub const ADJACENT_OVERRUN: u64 = 256;
 /// `vkGetDeviceMemoryOpaqueCaptureAddress` is undefined (the H200 returned 0: docs/driver-facts.md).
 pub const CAPTURE_REPLAY_UNAVAILABLE: &str = "not recorded: wgpu's allocator does not allocate memory \
      with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT, so no opaque capture address exists for it";
-
-/// One faulting address as the driver reported it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FaultAddress {
-    /// `reportedAddress`.
-    pub address: u64,
-    /// `addressPrecision` (a power of two; 0 or 1 means exact).
-    pub precision: u64,
-    /// How it was accessed.
-    pub access: FaultAccess,
-}
 
 /// The inclusive range the fault lies in, as the spec defines it for `addressPrecision`:
 /// `[address & ~(precision - 1), address | (precision - 1)]`. A precision that is not a power of two

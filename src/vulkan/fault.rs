@@ -10,8 +10,9 @@ use vulkan_fault_ffi::{
     DeviceFaultShaderAbortMessageInfoKHR, KhrDeviceFaultFns,
 };
 
-use crate::report::{FaultAccess, VendorBinaryHeader, VendorInfo};
-use crate::resolve::FaultAddress;
+use serde::{Deserialize, Serialize};
+
+use crate::serde_hex::hex;
 
 /// Bound on `VK_INCOMPLETE` retries: a driver whose counts keep growing must not hang the crash path.
 const MAX_QUERY_ATTEMPTS: usize = 8;
@@ -20,6 +21,73 @@ const MAX_BLOB: u64 = 64 << 20;
 /// Most address infos, vendor infos or KHR fault reports kept from one query: a crash path allocates
 /// only what is bounded, whatever count a broken driver returns.
 const MAX_FAULT_ENTRIES: u32 = 1024;
+
+/// How the faulting address was accessed (`VkDeviceFaultAddressTypeKHR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultAccess {
+    /// No access type (`NONE`).
+    None,
+    /// Invalid read.
+    Read,
+    /// Invalid write.
+    Write,
+    /// Execution of invalid memory.
+    Execute,
+    /// An instruction pointer (unknown, invalid or faulting).
+    Instruction,
+}
+
+/// One faulting address as the driver reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultAddress {
+    /// `reportedAddress`.
+    pub address: u64,
+    /// `addressPrecision` (a power of two; 0 or 1 means exact).
+    pub precision: u64,
+    /// How it was accessed.
+    pub access: FaultAccess,
+}
+
+/// A `VkDeviceFaultVendorInfoEXT`/`KHR`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VendorInfo {
+    /// Vendor description.
+    pub description: String,
+    /// `vendorFaultCode`.
+    #[serde(with = "hex")]
+    pub fault_code: u64,
+    /// `vendorFaultData`.
+    #[serde(with = "hex")]
+    pub fault_data: u64,
+}
+
+/// The parsed `VkDeviceFaultVendorBinaryHeaderVersionOneEXT`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VendorBinaryHeader {
+    /// `headerSize`.
+    pub header_size: u32,
+    /// `headerVersion`.
+    pub header_version: u32,
+    /// `vendorID`.
+    pub vendor_id: u32,
+    /// `deviceID`.
+    pub device_id: u32,
+    /// `driverVersion`.
+    pub driver_version: u32,
+    /// `pipelineCacheUUID` as 32 hex digits.
+    pub pipeline_cache_uuid: String,
+    /// Application name found at `applicationNameOffset`.
+    pub application_name: Option<String>,
+    /// `applicationVersion`.
+    pub application_version: u32,
+    /// Engine name found at `engineNameOffset`.
+    pub engine_name: Option<String>,
+    /// `engineVersion`.
+    pub engine_version: u32,
+    /// `apiVersion`.
+    pub api_version: u32,
+}
 
 /// What the driver told us about a fault.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

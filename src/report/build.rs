@@ -1,96 +1,20 @@
-//! Postmortem: from device loss or a GPU hang to a resolved crash report on disk.
-//!
-//! Device loss arrives through Bevy's `RenderErrorHandler` (our handler runs first, then the app's).
-//! A hang never arrives at all on some drivers (FACTS: the H200 hangs instead of losing the device),
-//! so a watchdog thread watches submitted frames complete and declares a hang after `hang_timeout`.
+//! Building a report: from the driver's fault data, the address index and the GPU timeline to a
+//! resolved [`CrashReport`].
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::{
+    ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FrameTiming, HangInfo,
+    ObjectState, VendorBinaryInfo, SCHEMA_VERSION,
+};
 use crate::index::{allocator_names, object_type_name, AddressIndex};
 use crate::progress::{FrameEntry, GpuTimeline, Stall};
-use crate::report::{
-    write_report, ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FrameTiming,
-    HangInfo, ObjectState, VendorBinaryInfo, SCHEMA_VERSION,
-};
 use crate::resolve::{label, resolve, ResolveContext};
 use crate::vulkan::fault::{parse_vendor_binary, RawFaultInfo};
 use crate::vulkan::GpuCrashCapabilities;
 
-/// What the watchdog does once a hang report is safely on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnHang {
-    /// Keep the game running (it may recover, or the player may wait).
-    KeepWaiting,
-    /// Exit the process with this code: a hung GPU rarely recovers, and a game frozen forever is
-    /// worse than a crash the player can restart from.
-    Exit(i32),
-}
-
-/// Environment variable that overrides the report directory.
-pub const REPORT_DIR_ENV: &str = "GPU_CRASH_REPORT_DIR";
-
-/// Where reports go: `GPU_CRASH_REPORT_DIR`, else the setting, else a per-application data directory
-/// (`$XDG_DATA_HOME/<app>/gpu-crash-reports`, `%LOCALAPPDATA%\<app>\gpu-crash-reports`,
-/// `~/Library/Application Support/<app>/gpu-crash-reports`).
-pub fn report_dir(setting: Option<&Path>, application: &str) -> PathBuf {
-    report_dir_with(|name| std::env::var_os(name), setting, application)
-}
-
-/// [`report_dir`] reading the environment through `env` (so tests need not touch the process's).
-fn report_dir_with(
-    env: impl Fn(&str) -> Option<std::ffi::OsString>,
-    setting: Option<&Path>,
-    application: &str,
-) -> PathBuf {
-    if let Some(dir) = env(REPORT_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = setting {
-        return dir.to_owned();
-    }
-    crate::data_dir::app_data_dir(env, application).join("gpu-crash-reports")
-}
-
-/// Runs `work` on its own thread and waits at most `timeout`: at crash time wgpu's locks may be
-/// held by a render thread stuck on the GPU, and the report must not wait with it.
-pub fn with_timeout<T: Send + 'static>(
-    timeout: Duration,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
-    let (send, receive) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("gpu-crash-query".into())
-        .spawn(move || {
-            let _ = send.send(work());
-        })
-        .ok()?;
-    receive.recv_timeout(timeout).ok()
-}
-
-/// Ends the process at once with `code`, without running exit handlers: after a GPU hang other
-/// threads are inside the driver, and tearing it down under them crashed (exit 139 on the H200).
-pub fn exit_now(code: i32) -> ! {
-    #[cfg(unix)]
-    // SAFETY: `_exit` only ends the process; the report is already fsynced to disk.
-    unsafe {
-        libc::_exit(code)
-    }
-    #[cfg(windows)]
-    // SAFETY: `TerminateProcess` on our own process pseudo-handle ends it at once without running
-    // DLL detach or exit handlers (which would unload the driver under hung threads).
-    unsafe {
-        windows_sys::Win32::System::Threading::TerminateProcess(
-            windows_sys::Win32::System::Threading::GetCurrentProcess(),
-            code as u32,
-        );
-    }
-    #[allow(unreachable_code)]
-    std::process::exit(code)
-}
-
 /// Everything a report needs besides the fault data.
-pub struct CrashContext<'a> {
+pub(crate) struct CrashContext<'a> {
     /// GPU identity and capabilities.
     pub capabilities: &'a GpuCrashCapabilities,
     /// Application identity.
@@ -136,7 +60,7 @@ pub(crate) fn fault_cut(
 
 /// Builds the report: learns names, resolves every fault address, parses the vendor binary.
 /// Returns the report and the raw vendor binary (written beside it).
-pub fn build_report(
+pub(crate) fn build_report(
     kind: CrashKind,
     raw: RawFaultInfo,
     index: &mut AddressIndex,
@@ -398,41 +322,6 @@ pub(crate) fn add_hang_info(
     });
 }
 
-/// Writes the report and prints the human lines; on failure logs why and returns `None` (the game
-/// keeps its own crash policy either way).
-pub fn persist_and_announce(
-    dir: &Path,
-    report: &mut CrashReport,
-    vendor_binary: Option<&[u8]>,
-) -> Option<PathBuf> {
-    for fault in &report.faults {
-        eprintln!("{}", fault.summary);
-        bevy::log::error!("{}", fault.summary);
-    }
-    if report.faults.is_empty() {
-        eprintln!("{}", report.summary);
-        bevy::log::error!("{}", report.summary);
-    }
-    match write_report(dir, report, vendor_binary) {
-        Ok(path) => {
-            eprintln!("GPU crash report written to {}", path.display());
-            bevy::log::error!("GPU crash report written to {}", path.display());
-            Some(path)
-        }
-        Err(err) => {
-            bevy::log::error!(
-                "GPU crash report could NOT be written to {}: {err} (set {REPORT_DIR_ENV} to a writable directory)",
-                dir.display()
-            );
-            eprintln!(
-                "GPU crash report could NOT be written to {}: {err}",
-                dir.display()
-            );
-            None
-        }
-    }
-}
-
 /// A random (v4) UUID as 32 hex digits: the report id and Sentry event id.
 fn new_report_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -447,6 +336,7 @@ fn rfc3339(at: time::OffsetDateTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::write_report;
 
     #[test]
     fn rfc3339_is_utc_with_a_z() {
@@ -487,38 +377,6 @@ mod tests {
             .count();
         assert_eq!(files, 1000);
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn report_dir_prefers_env_then_setting() {
-        let setting = Path::new("/tmp/from-setting");
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| std::ffi::OsString::from(v))
-            }
-        };
-        let with_env = env(&[(REPORT_DIR_ENV, "/tmp/from-env"), ("HOME", "/home/p")]);
-        assert_eq!(
-            report_dir_with(with_env, Some(setting), "game"),
-            Path::new("/tmp/from-env")
-        );
-        let without = env(&[("HOME", "/home/p")]);
-        assert_eq!(report_dir_with(without, Some(setting), "game"), setting);
-        if cfg!(target_os = "linux") {
-            assert_eq!(
-                report_dir_with(without, None, "game"),
-                Path::new("/home/p/.local/share/game/gpu-crash-reports")
-            );
-            let xdg = env(&[("HOME", "/home/p"), ("XDG_DATA_HOME", "/data")]);
-            assert_eq!(
-                report_dir_with(xdg, None, "game"),
-                Path::new("/data/game/gpu-crash-reports")
-            );
-        }
-        let empty = env(&[(REPORT_DIR_ENV, ""), ("HOME", "/home/p")]);
-        assert_eq!(report_dir_with(empty, Some(setting), "game"), setting);
     }
 
     fn context(
