@@ -1,27 +1,24 @@
 //! Bevy wiring only: settings in, callbacks registered, resources out, one system per frame.
 
-use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bevy::ecs::change_detection::Tick;
 use bevy::prelude::*;
-use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
+use bevy::render::error_handler::RenderErrorHandler;
+#[cfg(feature = "vulkan")]
 use bevy::render::renderer::raw_vulkan_init::RawVulkanInitSettings;
-use bevy::render::renderer::{
-    render_system, RenderDevice, RenderGraph, RenderGraphSystems, RenderQueue,
-};
+use bevy::render::renderer::{render_system, RenderDevice, RenderGraph, RenderGraphSystems};
 use bevy::render::{Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems};
 
-use crate::crash::OnHang;
-use crate::crash::{CrashHandling, CrashLoopLimit, DeviceSessions, Watchdog};
+use crate::crash::frames::{begin_gpu_frame, mark_frame_submitting, submit_frame_end};
+use crate::crash::render_errors::{hook_render_errors, keep_error_hook};
+use crate::crash::{CrashHandling, CrashLoopLimit, DeviceSessions, OnHang, Watchdog};
 use crate::data_dir::report_dir;
 use crate::deliver::{DeliverySettings, Outbox};
 use crate::index::{IndexSettings, IndexerHandle};
 use crate::progress::GpuTimeline;
 use crate::report::ApplicationInfo;
-use crate::vulkan::markers::{raw_command_buffer, MarkerStage, COMPLETED_WORD};
 use crate::vulkan::{BindingMessenger, ExtensionRequest, GpuCrashCapabilities, VulkanSetup};
 use crate::GpuCrashReporter;
 
@@ -128,25 +125,6 @@ impl GpuCrashReports {
 #[derive(Resource)]
 struct WatchdogGuard(#[allow(dead_code)] Watchdog);
 
-/// The handler that was installed before ours; it decides the app's policy after we report.
-#[derive(Resource)]
-struct PreviousRenderErrorHandler(
-    for<'a> fn(&'a RenderError, &'a mut World, &'a mut World) -> RenderErrorPolicy,
-);
-
-/// Marks our installation of `RenderErrorHandler`: the change tick of our insert. A handler whose
-/// last change is another tick was put there by the app (never compare function pointers: one
-/// function can have several addresses, and two can share one).
-///
-/// Bevy calls the handler inside `World::resource_scope`, which takes the resource out and inserts
-/// it again afterwards with a new change tick: our handler notes that tick in `reinserted_at`, so
-/// the re-insert of our own handler is not taken for the app's.
-#[derive(Resource)]
-struct OurRenderErrorHook {
-    installed_at: Tick,
-    reinserted_at: Option<Tick>,
-}
-
 /// The shared Vulkan setup, kept in the main world so `finish` and the render world can reach it.
 #[derive(Resource, Clone)]
 struct VulkanSetupHandle(Arc<VulkanSetup>);
@@ -163,6 +141,27 @@ impl BindingMessengerGuard {
     /// The registered messenger.
     pub fn messenger(&self) -> &BindingMessenger {
         &self.messenger
+    }
+}
+
+impl GpuCrashReporterPlugin {
+    /// Registers our `raw_vulkan_init` callbacks, which run while `RenderPlugin` creates the device.
+    #[cfg(feature = "vulkan")]
+    fn install_vulkan_setup(&self, app: &mut App, indexer: &IndexerHandle) {
+        let setup = VulkanSetup::new(
+            indexer.ring().clone(),
+            ExtensionRequest {
+                address_binding_report: self.capture_address_bindings,
+                device_fault: self.device_fault,
+                buffer_marker: self.gpu_breadcrumbs,
+            },
+        );
+        setup.install(
+            &mut app
+                .world_mut()
+                .get_resource_or_init::<RawVulkanInitSettings>(),
+        );
+        app.insert_resource(VulkanSetupHandle(setup));
     }
 }
 
@@ -190,21 +189,14 @@ impl Plugin for GpuCrashReporterPlugin {
                  `App::new().add_plugins(GpuCrashReporterPlugin::default()).add_plugins(DefaultPlugins)`";
             error!("{message}");
             reporter.setup_error = Some(message.to_owned());
+        } else if cfg!(feature = "vulkan") {
+            #[cfg(feature = "vulkan")]
+            self.install_vulkan_setup(app, &indexer);
         } else {
-            let setup = VulkanSetup::new(
-                indexer.ring().clone(),
-                ExtensionRequest {
-                    address_binding_report: self.capture_address_bindings,
-                    device_fault: self.device_fault,
-                    buffer_marker: self.gpu_breadcrumbs,
-                },
-            );
-            setup.install(
-                &mut app
-                    .world_mut()
-                    .get_resource_or_init::<RawVulkanInitSettings>(),
-            );
-            app.insert_resource(VulkanSetupHandle(setup));
+            let message = "bevy_gpu_crash_reporter was built without its `vulkan` feature: it has \
+                 nothing to hook, and GPU crashes are not reported";
+            warn!("{message}");
+            reporter.setup_error = Some(message.to_owned());
         }
         let application_name = self.application_name.clone().unwrap_or_else(|| {
             std::env::current_exe()
@@ -267,6 +259,7 @@ impl Plugin for GpuCrashReporterPlugin {
     }
 
     fn finish(&self, app: &mut App) {
+        #[cfg(feature = "vulkan")]
         warn_if_vulkan_not_asked_for(app);
         let Some(setup) = app.world().get_resource::<VulkanSetupHandle>().cloned() else {
             return;
@@ -326,6 +319,7 @@ impl Plugin for GpuCrashReporterPlugin {
 /// which this crate turns on for the whole app, makes Bevy 0.19 create a Vulkan-only instance and
 /// ignore `WgpuSettings::backends` (other backends only if Vulkan fails to start). An app that asked
 /// for a backend set without Vulkan (e.g. DX12 only) gets Vulkan anyway: say so.
+#[cfg(feature = "vulkan")]
 fn warn_if_vulkan_not_asked_for(app: &App) {
     use bevy::render::settings::{Backends, RenderCreation};
     let from_settings = app
@@ -412,144 +406,6 @@ fn follow_device_session(
             commands.insert_resource(session.capabilities.clone());
         }
     }
-}
-
-/// Puts our handler in front of whatever `RenderErrorHandler` the app has (also one it inserts later).
-fn hook_render_errors(world: &mut World) {
-    let ours_is_current = match (
-        world.get_resource::<OurRenderErrorHook>(),
-        world.get_resource_ref::<RenderErrorHandler>(),
-    ) {
-        (Some(hook), Some(current)) => {
-            current.last_changed() == hook.installed_at
-                || Some(current.last_changed()) == hook.reinserted_at
-        }
-        _ => false,
-    };
-    if ours_is_current {
-        let current = world
-            .get_resource_ref::<RenderErrorHandler>()
-            .map(|h| h.last_changed());
-        if let (Some(mut hook), Some(tick)) =
-            (world.get_resource_mut::<OurRenderErrorHook>(), current)
-        {
-            hook.installed_at = tick;
-            hook.reinserted_at = None;
-        }
-        return;
-    }
-    let previous = world
-        .get_resource::<RenderErrorHandler>()
-        .map(|h| h.0)
-        .unwrap_or(RenderErrorHandler::default().0);
-    world.insert_resource(PreviousRenderErrorHandler(previous));
-    world.insert_resource(RenderErrorHandler(on_render_error));
-    let installed_at = world
-        .get_resource_ref::<RenderErrorHandler>()
-        .map(|h| h.last_changed())
-        .unwrap_or_default();
-    world.insert_resource(OurRenderErrorHook {
-        installed_at,
-        reinserted_at: None,
-    });
-}
-
-fn keep_error_hook(world: &mut World) {
-    hook_render_errors(world);
-}
-
-thread_local! {
-    /// Set while our handler runs on this thread: a handler chain that leads back to us (whatever
-    /// went wrong in the bookkeeping) reports once and never recurses.
-    static IN_OUR_HANDLER: Cell<bool> = const { Cell::new(false) };
-}
-
-fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) -> RenderErrorPolicy {
-    let reentered = IN_OUR_HANDLER.with(|flag| flag.replace(true));
-    if reentered {
-        return RenderErrorHandler::default().0(error, main, render);
-    }
-    // We run inside Bevy's `resource_scope`, which re-inserts our handler at this tick.
-    let tick = main.change_tick();
-    if let Some(mut hook) = main.get_resource_mut::<OurRenderErrorHook>() {
-        hook.reinserted_at = Some(tick);
-    }
-    if error.ty == ErrorType::DeviceLost {
-        if let Some(crash) = main.get_resource::<CrashHandling>().cloned() {
-            crash.device_lost(&error.description);
-        }
-    }
-    let previous = main
-        .get_resource::<PreviousRenderErrorHandler>()
-        .map(|p| p.0)
-        .unwrap_or(RenderErrorHandler::default().0);
-    let policy = previous(error, main, render);
-    IN_OUR_HANDLER.with(|flag| flag.set(false));
-    policy
-}
-
-/// Render world, right before the frame's first submit: starts the frame in the device's ledger.
-fn begin_gpu_frame(crash: Res<CrashHandling>) {
-    if let Some(session) = crash.sessions.current() {
-        if let Some(timeline) = &session.timeline {
-            timeline.begin_frame(crash.reporter.ring_position());
-        }
-    }
-}
-
-/// Render graph, right before the frame's work is submitted: from here on the frame is pending on
-/// the GPU. Counted before the submit call, because a driver whose queue is stuck may block inside
-/// `vkQueueSubmit` (lavapipe does), and a frame stuck there is exactly a frame the GPU has not done.
-fn mark_frame_submitting(crash: Res<CrashHandling>) {
-    let Some(session) = crash.sessions.current() else {
-        return;
-    };
-    if let Some(timeline) = &session.timeline {
-        timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());
-    }
-}
-
-/// Render world, after the frame's submits: submits a command buffer of our own that writes the
-/// frame number once every earlier command on the queue has finished. Our own submission, so the
-/// completion word is written whatever else the frame did or did not submit.
-fn submit_frame_end(
-    device: Res<RenderDevice>,
-    queue: Res<RenderQueue>,
-    crash: Res<CrashHandling>,
-    mut ended: Local<(u32, u64)>,
-) {
-    let Some(session) = crash.sessions.current() else {
-        return;
-    };
-    let Some(timeline) = &session.timeline else {
-        return;
-    };
-    let Some(frame) = timeline.current_frame() else {
-        return;
-    };
-    if session.is_lost() || *ended == (session.generation, frame) {
-        return;
-    }
-    *ended = (session.generation, frame);
-    let frame_end = timeline.close_breadcrumb(crate::breadcrumbs::FRAME_LABEL);
-    let markers = timeline.markers();
-    let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
-        // SAFETY: a fresh recording command buffer of this device, outside any render pass; the
-        // words come from the timeline's layout.
-        unsafe {
-            if let Some((_, word)) = frame_end {
-                markers.record_marker(command_buffer, MarkerStage::Finished, word, frame as u32);
-            }
-            markers.record_after_all_work(command_buffer, COMPLETED_WORD, frame as u32);
-        }
-    });
-    let Some(buffer) = buffer else {
-        return;
-    };
-    // A frame with no render-graph submit (no camera) is pending from here; counted before the call
-    // for the reason given at `mark_frame_submitting`.
-    timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());
-    queue.submit([buffer]);
 }
 
 /// Dropped with the app's main world when the app exits: a crash-loop report held back for later

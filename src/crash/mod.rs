@@ -3,7 +3,9 @@
 
 mod bounded;
 mod exit;
+pub(crate) mod frames;
 mod handler;
+pub(crate) mod render_errors;
 mod session;
 mod watchdog;
 

@@ -332,6 +332,20 @@ pub(crate) fn raw_command_buffer(
     device: &wgpu::Device,
     record: impl FnOnce(vk::CommandBuffer),
 ) -> Option<wgpu::CommandBuffer> {
+    #[cfg(not(feature = "vulkan"))]
+    {
+        let _ = (device, record);
+        None
+    }
+    #[cfg(feature = "vulkan")]
+    raw_vulkan_command_buffer(device, record)
+}
+
+#[cfg(feature = "vulkan")]
+fn raw_vulkan_command_buffer(
+    device: &wgpu::Device,
+    record: impl FnOnce(vk::CommandBuffer),
+) -> Option<wgpu::CommandBuffer> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu_crash_reporter_markers"),
     });

@@ -14,7 +14,9 @@ use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ash::vk;
+#[cfg(feature = "vulkan")]
 use bevy::render::renderer::raw_vulkan_init::{AdditionalVulkanFeatures, RawVulkanInitSettings};
+#[cfg(feature = "vulkan")]
 use wgpu::hal::vulkan::{CreateDeviceCallbackArgs, CreateInstanceCallbackArgs};
 
 pub use capabilities::{
@@ -106,6 +108,7 @@ impl VulkanSetup {
     }
 
     /// Registers both callbacks on Bevy's settings.
+    #[cfg(feature = "vulkan")]
     pub fn install(self: &Arc<Self>, settings: &mut RawVulkanInitSettings) {
         let on_instance = Arc::clone(self);
         let on_device = Arc::clone(self);
@@ -122,6 +125,7 @@ impl VulkanSetup {
         }
     }
 
+    #[cfg(feature = "vulkan")]
     fn on_create_instance(&self, args: &mut CreateInstanceCallbackArgs<'_, '_, '_>) {
         let name = ash::ext::debug_utils::NAME;
         let already = args.extensions.contains(&name);
@@ -137,6 +141,7 @@ impl VulkanSetup {
         self.outcome().instance_debug_utils = offered;
     }
 
+    #[cfg(feature = "vulkan")]
     fn on_create_device(
         &self,
         args: &mut CreateDeviceCallbackArgs<'_, '_, '_>,
@@ -336,12 +341,17 @@ pub(crate) fn create_marker_buffer(
     device: &bevy::render::renderer::RenderDevice,
     amd_buffer_marker: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
+    #[cfg(not(feature = "vulkan"))]
+    return Err(markers::MarkerError::NotVulkan);
     // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
+    #[cfg(feature = "vulkan")]
     let hal = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
         .ok_or(markers::MarkerError::NotVulkan)?;
+    #[cfg(feature = "vulkan")]
     let instance = hal.shared_instance().raw_instance();
     // SAFETY: the device is wgpu's live device of that instance and physical device; the extension
     // flag says what the device callback enabled; the RenderDevice clone keeps the device alive.
+    #[cfg(feature = "vulkan")]
     unsafe {
         markers::MarkerBuffer::create(
             instance,
@@ -392,18 +402,38 @@ fn driver_identity(
 
 /// Asks the device what faulted: KHR reports (waiting up to `khr_timeout`) and, after a loss, the
 /// KHR debug info and the EXT fault info. Safe to call on a lost device; what failed is in
-/// `errors`; never panics
-/// on driver errors.
+/// `errors`; never panics on driver errors.
 pub fn query_device_fault(
     device: &wgpu::Device,
     capabilities: &GpuCrashCapabilities,
     khr_timeout: std::time::Duration,
     device_lost: bool,
 ) -> fault::RawFaultInfo {
-    let mut info = fault::RawFaultInfo::default();
+    let info = fault::RawFaultInfo::default();
     if !capabilities.has_device_fault() {
         return info;
     }
+    #[cfg(not(feature = "vulkan"))]
+    {
+        let _ = (device, khr_timeout, device_lost);
+        fault::RawFaultInfo {
+            errors: vec![fault::FaultQueryError::NotVulkan],
+            ..info
+        }
+    }
+    #[cfg(feature = "vulkan")]
+    query_vulkan_device_fault(device, capabilities, khr_timeout, device_lost, info)
+}
+
+/// [`query_device_fault`] on a device built with the Vulkan backend.
+#[cfg(feature = "vulkan")]
+fn query_vulkan_device_fault(
+    device: &wgpu::Device,
+    capabilities: &GpuCrashCapabilities,
+    khr_timeout: std::time::Duration,
+    device_lost: bool,
+    mut info: fault::RawFaultInfo,
+) -> fault::RawFaultInfo {
     // SAFETY: we only read raw handles and call fault queries, which the spec allows on a lost device.
     let Some(hal) = (unsafe { device.as_hal::<wgpu::hal::api::Vulkan>() }) else {
         info.errors.push(fault::FaultQueryError::NotVulkan);

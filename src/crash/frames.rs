@@ -1,0 +1,74 @@
+//! Render-world systems that keep the device's GPU ledger: when a frame starts, when its work is
+//! submitted, and a marker the GPU writes once the frame's work is done (read by the watchdog).
+
+use std::time::Instant;
+
+use bevy::prelude::*;
+use bevy::render::renderer::{RenderDevice, RenderQueue};
+
+use super::CrashHandling;
+use crate::vulkan::markers::{raw_command_buffer, MarkerStage, COMPLETED_WORD};
+
+/// Render world, right before the frame's first submit: starts the frame in the device's ledger.
+pub(crate) fn begin_gpu_frame(crash: Res<CrashHandling>) {
+    if let Some(session) = crash.sessions.current() {
+        if let Some(timeline) = &session.timeline {
+            timeline.begin_frame(crash.reporter.ring_position());
+        }
+    }
+}
+
+/// Render graph, right before the frame's work is submitted: from here on the frame is pending on
+/// the GPU. Counted before the submit call, because a driver whose queue is stuck may block inside
+/// `vkQueueSubmit` (lavapipe does), and a frame stuck there is exactly a frame the GPU has not done.
+pub(crate) fn mark_frame_submitting(crash: Res<CrashHandling>) {
+    let Some(session) = crash.sessions.current() else {
+        return;
+    };
+    if let Some(timeline) = &session.timeline {
+        timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());
+    }
+}
+
+/// Render world, after the frame's submits: submits a command buffer of our own that writes the
+/// frame number once every earlier command on the queue has finished. Our own submission, so the
+/// completion word is written whatever else the frame did or did not submit.
+pub(crate) fn submit_frame_end(
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    crash: Res<CrashHandling>,
+    mut ended: Local<(u32, u64)>,
+) {
+    let Some(session) = crash.sessions.current() else {
+        return;
+    };
+    let Some(timeline) = &session.timeline else {
+        return;
+    };
+    let Some(frame) = timeline.current_frame() else {
+        return;
+    };
+    if session.is_lost() || *ended == (session.generation, frame) {
+        return;
+    }
+    *ended = (session.generation, frame);
+    let frame_end = timeline.close_breadcrumb(crate::breadcrumbs::FRAME_LABEL);
+    let markers = timeline.markers();
+    let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
+        // SAFETY: a fresh recording command buffer of this device, outside any render pass; the
+        // words come from the timeline's layout.
+        unsafe {
+            if let Some((_, word)) = frame_end {
+                markers.record_marker(command_buffer, MarkerStage::Finished, word, frame as u32);
+            }
+            markers.record_after_all_work(command_buffer, COMPLETED_WORD, frame as u32);
+        }
+    });
+    let Some(buffer) = buffer else {
+        return;
+    };
+    // A frame with no render-graph submit (no camera) is pending from here; counted before the call
+    // for the reason given at `mark_frame_submitting`.
+    timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());
+    queue.submit([buffer]);
+}

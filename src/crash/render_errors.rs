@@ -1,0 +1,103 @@
+//! Device loss arrives through Bevy's `RenderErrorHandler`: ours runs first and reports, then the
+//! app's own handler decides the policy (exit, recover, ignore).
+
+use std::cell::Cell;
+
+use bevy::ecs::change_detection::Tick;
+use bevy::prelude::*;
+use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
+
+use super::CrashHandling;
+
+/// The handler that was installed before ours; it decides the app's policy after we report.
+#[derive(Resource)]
+struct PreviousRenderErrorHandler(
+    for<'a> fn(&'a RenderError, &'a mut World, &'a mut World) -> RenderErrorPolicy,
+);
+
+/// Marks our installation of `RenderErrorHandler`: the change tick of our insert. A handler whose
+/// last change is another tick was put there by the app (never compare function pointers: one
+/// function can have several addresses, and two can share one).
+///
+/// Bevy calls the handler inside `World::resource_scope`, which takes the resource out and inserts
+/// it again afterwards with a new change tick: our handler notes that tick in `reinserted_at`, so
+/// the re-insert of our own handler is not taken for the app's.
+#[derive(Resource)]
+struct OurRenderErrorHook {
+    installed_at: Tick,
+    reinserted_at: Option<Tick>,
+}
+
+/// Puts our handler in front of whatever `RenderErrorHandler` the app has (also one it inserts later).
+pub(crate) fn hook_render_errors(world: &mut World) {
+    let ours_is_current = match (
+        world.get_resource::<OurRenderErrorHook>(),
+        world.get_resource_ref::<RenderErrorHandler>(),
+    ) {
+        (Some(hook), Some(current)) => {
+            current.last_changed() == hook.installed_at
+                || Some(current.last_changed()) == hook.reinserted_at
+        }
+        _ => false,
+    };
+    if ours_is_current {
+        let current = world
+            .get_resource_ref::<RenderErrorHandler>()
+            .map(|h| h.last_changed());
+        if let (Some(mut hook), Some(tick)) =
+            (world.get_resource_mut::<OurRenderErrorHook>(), current)
+        {
+            hook.installed_at = tick;
+            hook.reinserted_at = None;
+        }
+        return;
+    }
+    let previous = world
+        .get_resource::<RenderErrorHandler>()
+        .map(|h| h.0)
+        .unwrap_or(RenderErrorHandler::default().0);
+    world.insert_resource(PreviousRenderErrorHandler(previous));
+    world.insert_resource(RenderErrorHandler(on_render_error));
+    let installed_at = world
+        .get_resource_ref::<RenderErrorHandler>()
+        .map(|h| h.last_changed())
+        .unwrap_or_default();
+    world.insert_resource(OurRenderErrorHook {
+        installed_at,
+        reinserted_at: None,
+    });
+}
+
+pub(crate) fn keep_error_hook(world: &mut World) {
+    hook_render_errors(world);
+}
+
+thread_local! {
+    /// Set while our handler runs on this thread: a handler chain that leads back to us (whatever
+    /// went wrong in the bookkeeping) reports once and never recurses.
+    static IN_OUR_HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
+fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) -> RenderErrorPolicy {
+    let reentered = IN_OUR_HANDLER.with(|flag| flag.replace(true));
+    if reentered {
+        return RenderErrorHandler::default().0(error, main, render);
+    }
+    // We run inside Bevy's `resource_scope`, which re-inserts our handler at this tick.
+    let tick = main.change_tick();
+    if let Some(mut hook) = main.get_resource_mut::<OurRenderErrorHook>() {
+        hook.reinserted_at = Some(tick);
+    }
+    if error.ty == ErrorType::DeviceLost {
+        if let Some(crash) = main.get_resource::<CrashHandling>().cloned() {
+            crash.device_lost(&error.description);
+        }
+    }
+    let previous = main
+        .get_resource::<PreviousRenderErrorHandler>()
+        .map(|p| p.0)
+        .unwrap_or(RenderErrorHandler::default().0);
+    let policy = previous(error, main, render);
+    IN_OUR_HANDLER.with(|flag| flag.set(false));
+    policy
+}
