@@ -108,10 +108,14 @@ fn mark_stage_boundary(
         ends.map(|label| (label, MarkerStage::Finished)),
         begins.map(|label| (label, MarkerStage::Begun)),
     ];
-    for (label, stage) in marks.into_iter().flatten() {
-        if let Some(buffer) = recorder.command_buffer(&device, label, camera.clone(), stage, true) {
-            ctx.add_command_buffer(buffer);
-        }
+    let mut list = [("", MarkerStage::Begun); 2];
+    let mut count = 0;
+    for mark in marks.into_iter().flatten() {
+        list[count] = mark;
+        count += 1;
+    }
+    if let Some(buffer) = recorder.marks_command_buffer(&device, &list[..count], camera, true) {
+        ctx.add_command_buffer(buffer);
     }
 }
 

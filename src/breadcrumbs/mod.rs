@@ -44,6 +44,18 @@ impl BreadcrumbRecorder {
         stage: MarkerStage,
         fine: bool,
     ) -> Option<CommandBuffer> {
+        self.marks_command_buffer(device, &[(label, stage)], camera, fine)
+    }
+
+    /// One command buffer with every mark of `marks`, in order: a stage boundary ends one stage and
+    /// begins the next in one submission item instead of two (each costs wgpu an encoder).
+    pub(crate) fn marks_command_buffer(
+        &self,
+        device: &RenderDevice,
+        marks: &[(&'static str, MarkerStage)],
+        camera: Option<Arc<str>>,
+        fine: bool,
+    ) -> Option<CommandBuffer> {
         let session = self.sessions.current()?;
         if session.is_lost() {
             return None;
@@ -53,14 +65,27 @@ impl BreadcrumbRecorder {
         if fine && markers.writer() != BreadcrumbWriter::AmdBufferMarker {
             return None;
         }
-        let (frame, word) = match stage {
-            MarkerStage::Begun => timeline.open_breadcrumb(label, camera)?,
-            MarkerStage::Finished => timeline.close_breadcrumb(label)?,
-        };
+        let mut words = [(0u64, 0usize, MarkerStage::Begun); 2];
+        let mut count = 0;
+        for &(label, stage) in marks.iter().take(words.len()) {
+            let opened = match stage {
+                MarkerStage::Begun => timeline.open_breadcrumb(label, camera.clone()),
+                MarkerStage::Finished => timeline.close_breadcrumb(label),
+            };
+            if let Some((frame, word)) = opened {
+                words[count] = (frame, word, stage);
+                count += 1;
+            }
+        }
+        if count == 0 {
+            return None;
+        }
         raw_command_buffer(device.wgpu_device(), |command_buffer| {
-            // SAFETY: a fresh recording command buffer of this device, outside any render pass;
-            // `word` comes from the timeline, in bounds of its marker buffer.
-            unsafe { markers.record_marker(command_buffer, stage, word, frame as u32) }
+            for &(frame, word, stage) in &words[..count] {
+                // SAFETY: a fresh recording command buffer of this device, outside any render
+                // pass; `word` comes from the timeline, in bounds of its marker buffer.
+                unsafe { markers.record_marker(command_buffer, stage, word, frame as u32) }
+            }
         })
     }
 }

@@ -196,7 +196,7 @@ impl BindingRing {
                     }
                     Err(current) => {
                         // Lost the race: back off before retrying, so two producers stop
-                        // bouncing the `tail` cache line (142 ns -> 27 ns per event, BENCHMARKS.md).
+                        // bouncing the `tail` cache line (the two-producer rows of BENCHMARKS.md).
                         backoff.spin();
                         position = current;
                     }

@@ -347,7 +347,9 @@ fn raw_vulkan_command_buffer(
     record: impl FnOnce(vk::CommandBuffer),
 ) -> Option<wgpu::CommandBuffer> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-        label: Some("gpu_crash_reporter_markers"),
+        // No label: with `VK_EXT_debug_utils` on, wgpu names every labelled command buffer, a driver
+        // call per marker buffer per frame for a name no report uses.
+        label: None,
     });
     // SAFETY: the encoder is ours and used only through the raw API; `raw_handle` is the command
     // buffer wgpu opened for it, recording, outside any render pass; we record only commands that
