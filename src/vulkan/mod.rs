@@ -342,7 +342,10 @@ pub(crate) fn create_marker_buffer(
     amd_buffer_marker: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
     #[cfg(not(feature = "vulkan"))]
-    return Err(markers::MarkerError::NotVulkan);
+    {
+        let _ = (device, amd_buffer_marker);
+        Err(markers::MarkerError::NotVulkan)
+    }
     // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
     #[cfg(feature = "vulkan")]
     let hal = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
