@@ -56,7 +56,7 @@ setup_device() {
     export XDG_RUNTIME_DIR=/tmp RUST_LOG=warn NO_COLOR=1
     bin=/tmp/gv-bin logs=/tmp/gv-logs
     mkdir -p $bin $logs
-    tar -C $bin -xJf .devrun/bins.tar.xz
+    [ -f .devrun/bins.tar.xz ] && tar -C $bin -xJf .devrun/bins.tar.xz
     layer=$ROOT/.devrun/layer
     {
         date -u
@@ -354,9 +354,54 @@ device9() {
     tar -C $logs -czf "$OUT/run9-results.tar.gz" .
 }
 
+# Batch 10 (issue 12, release binaries): ring bench on 16 cores, churn frame overhead, realistic scene.
+build10() {
+    local target=${CARGO_TARGET_DIR:-$ROOT/target}
+    cargo build --release --example frame_overhead
+    local bench
+    bench=$(cargo bench --no-run --bench binding_ring 2>&1 | grep -o 'target/release/deps/binding_ring-[0-9a-f]*' | tail -1)
+    (cd bench/realistic_scene && CARGO_TARGET_DIR=$target cargo build --release)
+    rm -rf /tmp/gv-stage10 && mkdir -p .devrun /tmp/gv-stage10
+    cp "$target/release/examples/frame_overhead" "$target/release/realistic_scene" /tmp/gv-stage10/
+    cp "$bench" /tmp/gv-stage10/binding_ring
+    strip /tmp/gv-stage10/*
+    tar -C /tmp/gv-stage10 -cf - frame_overhead realistic_scene binding_ring | xz -T0 -6 > .devrun/b10.tar.xz
+    git rev-parse --short=12 HEAD > .devrun/b10.commit
+    ls -la .devrun
+}
+device10() {
+    setup_device
+    tar -C $bin -xJf .devrun/b10.tar.xz
+    echo "commit $(cat .devrun/b10.commit)" | tee -a $logs/env.txt
+    nproc | tee -a $logs/env.txt
+    local t0; t0=$(date +%s)
+    echo "== (1) binding_ring (criterion, 16 cores)"
+    (cd /tmp && timeout -s KILL 150 $bin/binding_ring --bench --noplot --measurement-time 3 --warm-up-time 1 \
+        > $logs/ring.out 2> $logs/ring.err)
+    echo "ring rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "^[a-z_]+/|time:" $logs/ring.out | paste - - | sed 's/  */ /g' | cut -c1-200
+    echo "== (2) frame_overhead, 1,000 buffers churned per frame"
+    t0=$(date +%s)
+    timeout -s KILL 150 $bin/frame_overhead --compare --rounds 3 --frames 300 --warmup 60 \
+        > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^frame_overhead plugin" $logs/churn.out | cut -c1-300 | tail -25
+    echo "== (3) realistic scene"
+    t0=$(date +%s)
+    timeout -s KILL 230 $bin/realistic_scene --compare --rounds 5 --frames 600 --warmup 120 \
+        > $logs/scene.out 2> $logs/scene.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^realistic_scene plugin|realistic_scene_info" $logs/scene.out | cut -c1-300 | tail -30
+    grep -E "realistic_scene_info" $logs/scene.out | sort -u | cut -c1-300
+    grep -E "panicked|DeviceLost|GPU hang" $logs/scene.err $logs/churn.err | head -3
+    tar -C $logs -czf "$OUT/run10-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
+    build10) build10 ;;
+    device10) device10 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
