@@ -397,11 +397,35 @@ device10() {
     tar -C $logs -czf "$OUT/run10-results.tar.gz" .
 }
 
+# Batch 11: batch 10 again after `VK_EXT_debug_utils` became conditional on binding capture, with
+# shorter scene runs (more rounds in the time) and the scene's capture-off configuration.
+device11() {
+    setup_device
+    tar -C $bin -xJf .devrun/b10.tar.xz
+    echo "commit $(cat .devrun/b10.commit)" | tee -a $logs/env.txt
+    local t0; t0=$(date +%s)
+    echo "== (1) frame_overhead, 1,000 buffers churned per frame"
+    timeout -s KILL 150 $bin/frame_overhead --compare --rounds 5 --frames 300 --warmup 60 \
+        > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-300 | tail -12
+    echo "== (2) realistic scene"
+    t0=$(date +%s)
+    timeout -s KILL 330 $bin/realistic_scene --compare --rounds 5 --frames 150 --warmup 30 \
+        > $logs/scene.out 2> $logs/scene.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  realistic_scene plugin|realistic_scene_info" $logs/scene.out | cut -c1-400 | tail -16
+    grep -E "realistic_scene_info" $logs/scene.out | sort -u | cut -c1-300
+    grep -E "panicked|DeviceLost|GPU hang" $logs/scene.err $logs/churn.err | head -3
+    tar -C $logs -czf "$OUT/run11-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
     build10) build10 ;;
     device10) device10 ;;
+    device11) device11 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;

@@ -134,11 +134,15 @@ impl VulkanSetup {
             || unsafe { args.entry.enumerate_instance_extension_properties(None) }
                 .map(|list| list.iter().any(|e| e.extension_name_as_c_str() == Ok(name)))
                 .unwrap_or(false);
-        if offered && !already {
+        // Only the binding report needs it (object names arrive through it). Once it is on, wgpu
+        // names every labelled object and labels every pass through the driver: measured on the
+        // H200 as most of the plugin's frame cost with binding capture off (BENCHMARKS.md, batch 10).
+        let wanted = self.request.address_binding_report;
+        if offered && wanted && !already {
             // wgpu adds it only with InstanceFlags::DEBUG; release builds need it too.
             args.extensions.push(name);
         }
-        self.outcome().instance_debug_utils = offered;
+        self.outcome().instance_debug_utils = offered && (wanted || already);
     }
 
     #[cfg(feature = "vulkan")]

@@ -1,0 +1,763 @@
+//! Frame time of the GPU crash reporter in a realistic 3D scene: a headless Bevy app renders
+//! thousands of PBR meshes (several shapes and `StandardMaterial`s, one emissive, one alpha-blended)
+//! under a shadowed directional light and shadowed point lights into a 1920x1080 offscreen image.
+//! Every mesh moves every frame, and every frame `--churn` meshes are despawned and as many spawned,
+//! half of them with freshly created `Mesh` assets (uploaded, and freed when their entity goes).
+//!
+//! The plugin hooks device creation, so the configurations must be separate processes. `--compare`
+//! runs this executable `--rounds` times per configuration, the configurations alternating within
+//! each round (the environment passed through, e.g. `VK_DRIVER_FILES`):
+//!
+//! * 0: no plugin,
+//! * 1: `GpuCrashReporterPlugin` with everything on (address-binding capture, GPU breadcrumbs),
+//! * 2: the plugin with `capture_address_bindings: false`,
+//! * 3: the plugin with `gpu_breadcrumbs: false`.
+//!
+//! One run prints `realistic_scene plugin=<0|1|3> frames=.. median_us=.. mean_us=.. p90_us=..
+//! cpu_us_per_frame=.. events=.. dropped=..` (events: binding events the reporter indexed, 0 where
+//! the driver gives no binding report). `--compare` prints, per configuration, the median over the
+//! rounds of the runs' medians and p90s, every round's median, and the ratios against no plugin.
+//!
+//! ```sh
+//! cd bench/realistic_scene && cargo build --release
+//! ../../target/release/realistic_scene --compare --rounds 5 --frames 600 --warmup 120
+//! ```
+//!
+//! Modelled on the root crate's `examples/frame_overhead.rs` (its `--scene` mode), whose run
+//! harness, GPU wait and offscreen target this copies.
+
+use std::collections::VecDeque;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::core_pipeline::tonemapping::Tonemapping;
+use bevy::light::CascadeShadowConfigBuilder;
+use bevy::prelude::*;
+use bevy::render::renderer::{RenderAdapterInfo, RenderDevice};
+use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
+use bevy::render::RenderPlugin;
+use bevy::window::ExitCondition;
+use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
+
+/// Size of the offscreen render target.
+const WIDTH: u32 = 1920;
+const HEIGHT: u32 = 1080;
+/// Every `FRESH_EVERY`-th spawned mesh gets a `Mesh` asset of its own, created that frame.
+const FRESH_EVERY: usize = 2;
+/// The configurations `--compare` runs, in the order of its first round.
+const CONFIGS: [u8; 4] = [0, 2, 3, 1];
+
+fn config_name(plugin: u8) -> &'static str {
+    match plugin {
+        0 => "no plugin",
+        1 => "plugin (all on)",
+        2 => "plugin, capture_address_bindings: false",
+        3 => "plugin, gpu_breadcrumbs: false",
+        _ => "?",
+    }
+}
+
+struct Args {
+    /// 0: no plugin, 1: plugin with everything on, 3: plugin without GPU breadcrumbs.
+    plugin: u8,
+    compare: bool,
+    rounds: usize,
+    frames: usize,
+    warmup: usize,
+    meshes: usize,
+    churn: usize,
+    seed: u64,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        plugin: 1,
+        compare: false,
+        rounds: 3,
+        frames: 300,
+        warmup: 60,
+        meshes: 3_000,
+        churn: 50,
+        seed: 0x5eed_cafe,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut number = |name: &str| -> u64 {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} takes a number"))
+        };
+        match a.as_str() {
+            "--no-plugin" => args.plugin = 0,
+            "--no-bindings" => args.plugin = 2,
+            "--no-breadcrumbs" => args.plugin = 3,
+            "--compare" => args.compare = true,
+            "--rounds" => args.rounds = number("--rounds") as usize,
+            "--frames" => args.frames = number("--frames") as usize,
+            "--warmup" => args.warmup = number("--warmup") as usize,
+            "--meshes" => args.meshes = number("--meshes") as usize,
+            "--churn" => args.churn = number("--churn") as usize,
+            "--seed" => args.seed = number("--seed"),
+            other => panic!(
+                "unknown argument {other}; usage: realistic_scene [--no-plugin | --no-breadcrumbs] \
+                 [--compare] [--rounds N] [--frames N] [--warmup N] [--meshes N] [--churn N] \
+                 [--seed N]"
+            ),
+        }
+    }
+    assert!(args.frames > 0, "--frames must be at least 1");
+    assert!(
+        args.churn <= args.meshes,
+        "--churn cannot exceed --meshes (meshes replaced per frame out of those alive)"
+    );
+    args
+}
+
+fn main() -> AppExit {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY (process-global, but no other thread exists yet).
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
+    let args = parse_args();
+    if args.compare {
+        compare(&args);
+        return AppExit::Success;
+    }
+    let mut app = App::new();
+    if args.plugin != 0 {
+        // Before DefaultPlugins: the plugin hooks the creation of the Vulkan instance and device.
+        app.add_plugins(GpuCrashReporterPlugin {
+            gpu_breadcrumbs: args.plugin != 3,
+            capture_address_bindings: args.plugin != 2,
+            application_name: Some("realistic_scene".into()),
+            report_dir: Some(std::env::temp_dir().join("realistic_scene_reports")),
+            ..default()
+        });
+    }
+    app.add_plugins(headless_vulkan_plugins())
+        .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+        .insert_resource(FrameTimes {
+            plugin: args.plugin,
+            warmup: args.warmup,
+            frames: args.frames,
+            last: None,
+            seen: 0,
+            times: Vec::with_capacity(args.frames),
+            cpu_start: None,
+        })
+        .insert_resource(SceneConfig {
+            meshes: args.meshes,
+            churn: args.churn,
+        })
+        .insert_resource(Rng(args.seed))
+        .insert_resource(FrameCount(0))
+        .add_systems(Startup, setup_scene)
+        .add_systems(First, time_frame)
+        .add_systems(Update, (churn_meshes, animate).chain());
+    // Offscreen, nothing throttles the CPU to the GPU (a window's present would): without a wait the
+    // queue grows until the driver gives up (seen on the H200 with frame_overhead: device lost after
+    // 17 s). One frame in flight, as with vsync off and a blocking present.
+    app.sub_app_mut(bevy::render::RenderApp).add_systems(
+        bevy::render::Render,
+        wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
+    );
+    app.run()
+}
+
+/// `DefaultPlugins` without a window and without exiting for want of one, on the Vulkan backend
+/// (as the root crate's examples/support/mod.rs).
+fn headless_vulkan_plugins() -> impl PluginGroup {
+    DefaultPlugins
+        .set(WindowPlugin {
+            primary_window: None,
+            exit_condition: ExitCondition::DontExit,
+            ..default()
+        })
+        .set(RenderPlugin {
+            render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
+                backends: Some(Backends::VULKAN),
+                ..default()
+            })),
+            ..default()
+        })
+}
+
+/// A render target for a headless camera: an RGBA image of `width` x `height` a camera can draw into,
+/// where no window exists (as the root crate's examples/support/mod.rs).
+fn offscreen_target(
+    images: &mut Assets<Image>,
+    width: u32,
+    height: u32,
+) -> bevy::camera::RenderTarget {
+    use bevy::asset::RenderAssetUsages;
+    use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
+    let mut target = Image::new_fill(
+        Extent3d {
+            width,
+            height,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        &[0, 0, 0, 255],
+        TextureFormat::Rgba8UnormSrgb,
+        RenderAssetUsages::default(),
+    );
+    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
+    bevy::camera::RenderTarget::Image(images.add(target).into())
+}
+
+/// Waits until the GPU has finished everything submitted so far.
+fn wait_for_gpu(device: Res<RenderDevice>) {
+    let _ = device
+        .wgpu_device()
+        .poll(bevy::render::render_resource::PollType::wait_indefinitely());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scene.
+
+/// SplitMix64: a small deterministic generator, so every run (and configuration) sees the same
+/// scene and the same churn.
+#[derive(Resource)]
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.unit()
+    }
+
+    fn index(&mut self, len: usize) -> usize {
+        (self.next_u64() % len as u64) as usize
+    }
+}
+
+#[derive(Resource)]
+struct SceneConfig {
+    meshes: usize,
+    churn: usize,
+}
+
+/// Main-world frames since start (the animation clock: fixed steps, so every run moves the same).
+#[derive(Resource)]
+struct FrameCount(u64);
+
+/// The long-lived shapes and materials spawned meshes pick from.
+#[derive(Resource)]
+struct SceneAssets {
+    shapes: Vec<Handle<Mesh>>,
+    materials: Vec<Handle<StandardMaterial>>,
+}
+
+/// Scene meshes alive, oldest first: the churn despawns from the front.
+#[derive(Resource, Default)]
+struct LiveMeshes(VecDeque<Entity>);
+
+/// Per-mesh motion: a spin about `axis` and a vertical bob about `base`.
+#[derive(Component)]
+struct Animated {
+    base: Vec3,
+    axis: Dir3,
+    spin: f32,
+    bob: f32,
+    phase: f32,
+}
+
+/// The volume meshes live in (x and z in [-HALF_EXTENT, HALF_EXTENT]).
+const HALF_EXTENT: f32 = 40.0;
+
+fn setup_scene(
+    mut commands: Commands,
+    mut images: ResMut<Assets<Image>>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+    config: Res<SceneConfig>,
+    mut rng: ResMut<Rng>,
+) {
+    commands.spawn((
+        Name::new("main"),
+        Camera3d::default(),
+        // Tonemapping without the LUTs (the root crate's Bevy features do not include
+        // `tonemapping_luts`, and the default TonyMcMapface needs them).
+        Tonemapping::AcesFitted,
+        offscreen_target(&mut images, WIDTH, HEIGHT),
+        Transform::from_xyz(0.0, 38.0, 62.0).looking_at(Vec3::new(0.0, 0.0, -4.0), Vec3::Y),
+    ));
+
+    let shapes = vec![
+        meshes.add(Cuboid::new(1.0, 1.0, 1.0)),
+        meshes.add(Sphere::new(0.6).mesh().uv(24, 16)),
+        meshes.add(Torus::new(0.25, 0.6)),
+        meshes.add(Cylinder::new(0.45, 1.2)),
+        meshes.add(Capsule3d::new(0.35, 0.8)),
+    ];
+    let materials = vec![
+        // Painted dielectric.
+        materials.add(StandardMaterial {
+            base_color: Color::srgb(0.8, 0.25, 0.2),
+            perceptual_roughness: 0.6,
+            ..default()
+        }),
+        // Polished gold.
+        materials.add(StandardMaterial {
+            base_color: Color::srgb(1.0, 0.78, 0.34),
+            metallic: 1.0,
+            perceptual_roughness: 0.2,
+            ..default()
+        }),
+        // Rough blue plastic.
+        materials.add(StandardMaterial {
+            base_color: Color::srgb(0.15, 0.35, 0.85),
+            perceptual_roughness: 0.9,
+            reflectance: 0.3,
+            ..default()
+        }),
+        // Brushed steel.
+        materials.add(StandardMaterial {
+            base_color: Color::srgb(0.6, 0.62, 0.65),
+            metallic: 0.9,
+            perceptual_roughness: 0.45,
+            ..default()
+        }),
+        // Emissive.
+        materials.add(StandardMaterial {
+            base_color: Color::srgb(0.1, 0.9, 0.4),
+            emissive: LinearRgba::rgb(0.4, 4.0, 1.5),
+            ..default()
+        }),
+        // Alpha-blended glass: drawn in the transparent pass, sorted back to front.
+        materials.add(StandardMaterial {
+            base_color: Color::srgba(0.7, 0.85, 1.0, 0.35),
+            alpha_mode: AlphaMode::Blend,
+            perceptual_roughness: 0.1,
+            ..default()
+        }),
+    ];
+
+    // Ground plane: receives the shadows.
+    commands.spawn((
+        Name::new("ground"),
+        Mesh3d(
+            meshes.add(
+                Plane3d::default()
+                    .mesh()
+                    .size(2.0 * HALF_EXTENT + 10.0, 2.0 * HALF_EXTENT + 10.0),
+            ),
+        ),
+        MeshMaterial3d(materials[2].clone()),
+        Transform::from_xyz(0.0, -1.0, 0.0),
+    ));
+
+    commands.spawn((
+        Name::new("sun"),
+        DirectionalLight {
+            illuminance: 8_000.0,
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        CascadeShadowConfigBuilder {
+            num_cascades: 4,
+            maximum_distance: 140.0,
+            ..default()
+        }
+        .build(),
+        Transform::from_xyz(20.0, 40.0, 15.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    let light_colors = [
+        Color::srgb(1.0, 0.6, 0.3),
+        Color::srgb(0.4, 0.6, 1.0),
+        Color::srgb(1.0, 0.3, 0.7),
+        Color::srgb(0.6, 1.0, 0.5),
+    ];
+    for (i, color) in light_colors.into_iter().enumerate() {
+        let (x, z) = match i {
+            0 => (-20.0, -20.0),
+            1 => (20.0, -20.0),
+            2 => (-20.0, 20.0),
+            _ => (20.0, 20.0),
+        };
+        commands.spawn((
+            Name::new(format!("lamp_{i}")),
+            PointLight {
+                color,
+                intensity: 4_000_000.0,
+                range: 35.0,
+                shadow_maps_enabled: true,
+                ..default()
+            },
+            Transform::from_xyz(x, 8.0, z),
+        ));
+    }
+
+    let assets = SceneAssets { shapes, materials };
+    let mut live = LiveMeshes::default();
+    for _ in 0..config.meshes {
+        live.0
+            .push_back(spawn_mesh(&mut commands, &assets, &mut rng, None));
+    }
+    commands.insert_resource(assets);
+    commands.insert_resource(live);
+}
+
+/// Spawns one scene mesh at a random place, with `fresh` as its mesh or else a shared shape.
+fn spawn_mesh(
+    commands: &mut Commands,
+    assets: &SceneAssets,
+    rng: &mut Rng,
+    fresh: Option<Handle<Mesh>>,
+) -> Entity {
+    let mesh = fresh.unwrap_or_else(|| assets.shapes[rng.index(assets.shapes.len())].clone());
+    let material = assets.materials[rng.index(assets.materials.len())].clone();
+    let base = Vec3::new(
+        rng.range(-HALF_EXTENT, HALF_EXTENT),
+        rng.range(0.0, 6.0),
+        rng.range(-HALF_EXTENT, HALF_EXTENT),
+    );
+    let axis = Dir3::new(Vec3::new(
+        rng.range(-1.0, 1.0),
+        rng.range(0.2, 1.0),
+        rng.range(-1.0, 1.0),
+    ))
+    .unwrap_or(Dir3::Y);
+    let scale = rng.range(0.5, 1.4);
+    let animated = Animated {
+        base,
+        axis,
+        spin: rng.range(0.5, 3.0),
+        bob: rng.range(0.2, 1.0),
+        phase: rng.range(0.0, std::f32::consts::TAU),
+    };
+    commands
+        .spawn((
+            Mesh3d(mesh),
+            MeshMaterial3d(material),
+            Transform::from_translation(base).with_scale(Vec3::splat(scale)),
+            animated,
+        ))
+        .id()
+}
+
+/// A mesh asset of its own for a churned-in entity: a random shape with random proportions and
+/// tessellation, so its vertex and index data are new every time.
+fn fresh_mesh(rng: &mut Rng) -> Mesh {
+    match rng.index(3) {
+        0 => Cuboid::new(
+            rng.range(0.5, 1.5),
+            rng.range(0.5, 1.5),
+            rng.range(0.5, 1.5),
+        )
+        .into(),
+        1 => Sphere::new(rng.range(0.4, 0.8))
+            .mesh()
+            .uv(8 + rng.index(24) as u32, 6 + rng.index(16) as u32),
+        _ => Torus::new(rng.range(0.15, 0.35), rng.range(0.5, 0.8))
+            .mesh()
+            .minor_resolution(8 + rng.index(16))
+            .major_resolution(12 + rng.index(24))
+            .build(),
+    }
+}
+
+/// Per-frame asset churn: despawn the `churn` oldest meshes and spawn as many new ones, every
+/// `FRESH_EVERY`-th with a new `Mesh` asset. A despawned entity drops the last handle of its fresh
+/// mesh, so Bevy removes the asset and frees its GPU data; the new ones are uploaded (through wgpu
+/// staging buffers created for the copy).
+fn churn_meshes(
+    mut commands: Commands,
+    mut live: ResMut<LiveMeshes>,
+    assets: Res<SceneAssets>,
+    config: Res<SceneConfig>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut rng: ResMut<Rng>,
+) {
+    for _ in 0..config.churn {
+        if let Some(entity) = live.0.pop_front() {
+            commands.entity(entity).despawn();
+        }
+    }
+    for i in 0..config.churn {
+        let fresh = (i % FRESH_EVERY == 0).then(|| meshes.add(fresh_mesh(&mut rng)));
+        let entity = spawn_mesh(&mut commands, &assets, &mut rng, fresh);
+        live.0.push_back(entity);
+    }
+}
+
+/// Every mesh spins and bobs, on a fixed 60 Hz clock (deterministic, whatever the frame time).
+fn animate(mut frame: ResMut<FrameCount>, mut query: Query<(&Animated, &mut Transform)>) {
+    frame.0 += 1;
+    let t = frame.0 as f32 / 60.0;
+    query.par_iter_mut().for_each(|(a, mut transform)| {
+        transform.rotation = Quat::from_axis_angle(a.axis.into(), a.phase + t * a.spin);
+        transform.translation = a.base + Vec3::Y * (a.bob * (a.phase + t * 2.0 * a.spin).sin());
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurement (as frame_overhead).
+
+#[derive(Resource)]
+struct FrameTimes {
+    plugin: u8,
+    warmup: usize,
+    frames: usize,
+    last: Option<Instant>,
+    seen: usize,
+    times: Vec<Duration>,
+    /// Process CPU time (all threads) when measuring began.
+    cpu_start: Option<Duration>,
+}
+
+/// CPU time of the whole process so far (user + system, all threads, 10 ms ticks), from
+/// `/proc/self/stat`; `None` where that does not exist.
+fn process_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // CLK_TCK is 100 on Linux x86-64.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Frame time = time between the starts of two consecutive main-world frames (with pipelined
+/// rendering that includes waiting for the render world, which waits for the GPU).
+fn time_frame(
+    mut times: ResMut<FrameTimes>,
+    reporter: Option<Res<GpuCrashReporter>>,
+    capabilities: Option<Res<GpuCrashCapabilities>>,
+    adapter: Option<Res<RenderAdapterInfo>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    let now = Instant::now();
+    if let Some(last) = times.last.replace(now) {
+        times.seen += 1;
+        if times.seen == times.warmup {
+            times.cpu_start = process_cpu_time();
+        }
+        if times.seen > times.warmup {
+            times.times.push(now - last);
+        }
+    }
+    if times.times.len() < times.frames || times.frames == 0 {
+        return;
+    }
+    let (events, dropped) = reporter
+        .map(|r| (r.index_stats().events, r.binding_events_dropped()))
+        .unwrap_or((0, 0));
+    let mut sorted = times.times.clone();
+    sorted.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let mean = sorted.iter().map(|d| us(*d)).sum::<f64>() / sorted.len() as f64;
+    let cpu = match (times.cpu_start, process_cpu_time()) {
+        (Some(a), Some(b)) => us(b.saturating_sub(a)) / sorted.len() as f64,
+        _ => f64::NAN,
+    };
+    println!(
+        "realistic_scene_info plugin={} adapter={:?} binding_report={} buffer_marker={}",
+        times.plugin,
+        adapter.map(|a| a.name.clone()).unwrap_or_default(),
+        capabilities
+            .as_ref()
+            .is_some_and(|c| c.address_binding_report),
+        capabilities.as_ref().is_some_and(|c| c.buffer_marker),
+    );
+    println!(
+        "realistic_scene plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} \
+         cpu_us_per_frame={:.1} events={} dropped={}",
+        times.plugin,
+        sorted.len(),
+        us(sorted[sorted.len() / 2]),
+        mean,
+        us(sorted[sorted.len() * 9 / 10]),
+        cpu,
+        events,
+        dropped
+    );
+    times.frames = 0;
+    exit.write(AppExit::Success);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --compare: child processes, alternating.
+
+/// One child run's result line, parsed.
+struct RunResult {
+    median_us: f64,
+    p90_us: f64,
+    cpu_us: f64,
+    events: u64,
+    dropped: u64,
+}
+
+fn run_child(args: &Args, plugin: u8) -> RunResult {
+    let exe = std::env::current_exe().expect("own executable");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--frames",
+        &args.frames.to_string(),
+        "--warmup",
+        &args.warmup.to_string(),
+        "--meshes",
+        &args.meshes.to_string(),
+        "--churn",
+        &args.churn.to_string(),
+        "--seed",
+        &args.seed.to_string(),
+    ]);
+    match plugin {
+        0 => {
+            cmd.arg("--no-plugin");
+        }
+        2 => {
+            cmd.arg("--no-bindings");
+        }
+        3 => {
+            cmd.arg("--no-breadcrumbs");
+        }
+        _ => {}
+    }
+    let started = Instant::now();
+    let out = cmd.output().expect("run realistic_scene");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("realistic_scene "))
+        .unwrap_or_else(|| {
+            panic!(
+                "child run (plugin={plugin}) printed no result ({}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    if let Some(info) = stdout
+        .lines()
+        .find(|l| l.starts_with("realistic_scene_info "))
+    {
+        println!("  {info}");
+    }
+    println!("  {line} wall_s={:.1}", started.elapsed().as_secs_f64());
+    let field = |name: &str| -> f64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    RunResult {
+        median_us: field("median_us"),
+        p90_us: field("p90_us"),
+        cpu_us: field("cpu_us_per_frame"),
+        events: field("events") as u64,
+        dropped: field("dropped") as u64,
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut values = values.to_vec();
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        f64::NAN
+    } else if !n.is_multiple_of(2) {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// The runs of one configuration, in round order.
+#[derive(Default)]
+struct ConfigRuns {
+    median_us: Vec<f64>,
+    p90_us: Vec<f64>,
+    cpu_us: Vec<f64>,
+    events: Vec<u64>,
+    dropped: Vec<u64>,
+}
+
+fn compare(args: &Args) {
+    println!(
+        "realistic_scene --compare: {} rounds of {:?} (order rotated each round), {} frames each \
+         after {} warm-up; {} meshes, {} replaced per frame (every {}th with a new Mesh asset), \
+         {}x{} offscreen, seed {}",
+        args.rounds,
+        CONFIGS.map(config_name),
+        args.frames,
+        args.warmup,
+        args.meshes,
+        args.churn,
+        FRESH_EVERY,
+        WIDTH,
+        HEIGHT,
+        args.seed
+    );
+    let mut runs: [ConfigRuns; 4] = Default::default();
+    for round in 0..args.rounds {
+        println!("round {}", round + 1);
+        // Rotate the order, so no configuration always runs first (or right after another).
+        for k in 0..CONFIGS.len() {
+            let plugin = CONFIGS[(round + k) % CONFIGS.len()];
+            let r = run_child(args, plugin);
+            let c = &mut runs[plugin as usize];
+            c.median_us.push(r.median_us);
+            c.p90_us.push(r.p90_us);
+            c.cpu_us.push(r.cpu_us);
+            c.events.push(r.events);
+            c.dropped.push(r.dropped);
+        }
+    }
+    let base = &runs[0];
+    let (b_med, b_p90, b_cpu) = (
+        median(&base.median_us),
+        median(&base.p90_us),
+        median(&base.cpu_us),
+    );
+    for plugin in CONFIGS {
+        let c = &runs[plugin as usize];
+        let (med, p90, cpu) = (median(&c.median_us), median(&c.p90_us), median(&c.cpu_us));
+        let rounds: Vec<String> = c.median_us.iter().map(|m| format!("{m:.0}")).collect();
+        println!(
+            "realistic_scene summary [{}]: median frame {:.1} us, p90 {:.1} us, CPU/frame {:.1} us \
+             (medians over rounds); round medians [{}] us; binding events per run {:?}, dropped \
+             {:?}",
+            config_name(plugin),
+            med,
+            p90,
+            cpu,
+            rounds.join(", "),
+            c.events,
+            c.dropped,
+        );
+        if plugin != 0 {
+            println!(
+                "realistic_scene ratio [{} / no plugin]: median {:.3} ({:+.1}%), p90 {:.3}, \
+                 CPU/frame {:.3}",
+                config_name(plugin),
+                med / b_med,
+                (med / b_med - 1.0) * 100.0,
+                p90 / b_p90,
+                cpu / b_cpu,
+            );
+        }
+    }
+    let (all, nobc) = (&runs[1], &runs[3]);
+    println!(
+        "realistic_scene ratio [breadcrumbs: all on / gpu_breadcrumbs false]: median {:.3}, p90 \
+         {:.3}, CPU/frame {:.3}",
+        median(&all.median_us) / median(&nobc.median_us),
+        median(&all.p90_us) / median(&nobc.p90_us),
+        median(&all.cpu_us) / median(&nobc.cpu_us),
+    );
+}
