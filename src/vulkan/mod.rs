@@ -135,8 +135,9 @@ impl VulkanSetup {
                 .map(|list| list.iter().any(|e| e.extension_name_as_c_str() == Ok(name)))
                 .unwrap_or(false);
         // Only the binding report needs it (object names arrive through it). Once it is on, wgpu
-        // names every labelled object and labels every pass through the driver: measured on the
-        // H200 as most of the plugin's frame cost with binding capture off (BENCHMARKS.md, batch 10).
+        // names every labelled object and labels every pass through the driver: on the H200 with
+        // 1,000 buffers churned per frame that was the plugin's cost with capture off (frame ratio
+        // 1.134 with it, 1.028 without; BENCHMARKS.md, batches 10 and 11).
         let wanted = self.request.address_binding_report;
         if offered && wanted && !already {
             // wgpu adds it only with InstanceFlags::DEBUG; release builds need it too.
