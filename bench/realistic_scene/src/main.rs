@@ -690,7 +690,7 @@ struct ConfigRuns {
 fn compare(args: &Args) {
     println!(
         "realistic_scene --compare: {} rounds of {:?} (order rotated each round), {} frames each \
-         after {} warm-up; {} meshes, {} replaced per frame (every {}th with a new Mesh asset), \
+         after {} warm-up; {} meshes, {} replaced per frame (one in {} with a new Mesh asset), \
          {}x{} offscreen, seed {}",
         args.rounds,
         CONFIGS.map(config_name),
