@@ -420,12 +420,44 @@ device11() {
     tar -C $logs -czf "$OUT/run11-results.tar.gz" .
 }
 
+# Batch 12 (not run yet: no machine was lent at 11:01-11:13 UTC on 2026-12-03): where the GPU
+# breadcrumbs' CPU cost goes, by a perf profile on the h200 host. `perf` is not installed there and the
+# host has no network, so this machine's perf and its libraries (not glibc) travel in .devrun/perf.tar.xz
+# with the unstripped scene binary.
+build12() {
+    (cd bench/realistic_scene && cargo build --release)
+    rm -rf /tmp/pk && mkdir -p /tmp/pk/lib .devrun
+    cp /usr/bin/perf target/release/realistic_scene /tmp/pk/
+    ldd /usr/bin/perf | awk '{print ($3 == "" ? $1 : $3)}' | grep '^/' \
+        | grep -vE 'libc.so|libm.so|ld-linux|libpthread|libdl.so|librt.so' | xargs -I{} cp -L {} /tmp/pk/lib/
+    tar -C /tmp/pk -cf - . | xz -T0 -6 > .devrun/perf.tar.xz
+    ls -la .devrun
+}
+device12() {
+    setup_device
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
+    echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
+    local c a
+    for c in no-breadcrumbs all; do
+        a=""; [ $c = no-breadcrumbs ] && a=--no-breadcrumbs
+        (cd /tmp/p && LD_LIBRARY_PATH=/tmp/p/lib timeout 90 ./perf record -F 499 -g -o $c.data -- \
+            ./realistic_scene --frames 150 --warmup 30 $a > $logs/$c.out 2> $logs/$c.err)
+        grep "realistic_scene plugin" $logs/$c.out | cut -c1-200
+        (cd /tmp/p && LD_LIBRARY_PATH=/tmp/p/lib ./perf report -i $c.data --sort dso --stdio --no-children) \
+            2>/dev/null | grep "%" | head -12
+        (cd /tmp/p && LD_LIBRARY_PATH=/tmp/p/lib ./perf report -i $c.data --sort dso,sym --stdio \
+            --no-children -g none) 2>/dev/null | grep "%" | head -25 | cut -c1-160
+    done
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
     build10) build10 ;;
     device10) device10 ;;
     device11) device11 ;;
+    build12) build12 ;;
+    device12) device12 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
