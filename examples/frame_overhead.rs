@@ -24,8 +24,9 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use support::frame_timing::{self, median, wait_for_gpu, FrameTimes, RunResult};
+
+use std::time::Instant;
 
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
@@ -104,53 +105,18 @@ fn main() -> AppExit {
         });
     }
     support::headless_vulkan(&mut app)
-        .insert_resource(FrameTimes {
-            plugin: args.plugin,
-            warmup: args.warmup,
-            frames: args.frames,
-            last: None,
-            seen: 0,
-            times: Vec::with_capacity(args.frames),
-            cpu_start: None,
-        })
+        .insert_resource(FrameTimes::new(args.plugin, args.warmup, args.frames))
         .insert_resource(ChurnPerFrame(args.churn))
         .add_systems(First, time_frame)
         .add_systems(Update, churn_buffers);
     if args.scene {
         app.add_systems(Startup, scene);
-        // Offscreen, nothing throttles the CPU to the GPU (a window's present would): without a
-        // wait the queue grows until the driver gives up (seen on the H200: device lost after 17 s).
-        // One frame in flight, as with vsync off and a blocking present.
         app.sub_app_mut(bevy::render::RenderApp).add_systems(
             bevy::render::Render,
             wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
         );
     }
     app.run()
-}
-
-#[derive(Resource)]
-struct FrameTimes {
-    plugin: u8,
-    warmup: usize,
-    frames: usize,
-    last: Option<Instant>,
-    seen: usize,
-    times: Vec<Duration>,
-    /// Process CPU time (all threads) when measuring began.
-    cpu_start: Option<Duration>,
-}
-
-/// CPU time of the whole process so far (user + system, all threads, 10 ms ticks), from
-/// `/proc/self/stat`; `None` where that does not exist.
-fn process_cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // CLK_TCK is 100 on Linux x86-64.
-    Some(Duration::from_millis(ticks * 10))
 }
 
 /// Frame time = time between the starts of two consecutive main-world frames (with pipelined
@@ -160,44 +126,10 @@ fn time_frame(
     reporter: Option<Res<GpuCrashReporter>>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    let now = Instant::now();
-    if let Some(last) = times.last.replace(now) {
-        times.seen += 1;
-        if times.seen == times.warmup {
-            times.cpu_start = process_cpu_time();
-        }
-        if times.seen > times.warmup {
-            times.times.push(now - last);
-        }
+    if let Some(summary) = times.frame_started(Instant::now()) {
+        println!("{}", summary.line("frame_overhead", reporter.as_deref()));
+        exit.write(AppExit::Success);
     }
-    if times.times.len() < times.frames || times.frames == 0 {
-        return;
-    }
-    let (events, dropped) = reporter
-        .map(|r| (r.index_stats().events, r.binding_events_dropped()))
-        .unwrap_or((0, 0));
-    let mut sorted = times.times.clone();
-    sorted.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let mean = sorted.iter().map(|d| us(*d)).sum::<f64>() / sorted.len() as f64;
-    let cpu = match (times.cpu_start, process_cpu_time()) {
-        (Some(a), Some(b)) => us(b.saturating_sub(a)) / sorted.len() as f64,
-        _ => f64::NAN,
-    };
-    println!(
-        "frame_overhead plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} \
-         cpu_us_per_frame={:.1} events={} dropped={}",
-        times.plugin,
-        sorted.len(),
-        us(sorted[sorted.len() / 2]),
-        mean,
-        us(sorted[sorted.len() * 9 / 10]),
-        cpu,
-        events,
-        dropped
-    );
-    times.frames = 0;
-    exit.write(AppExit::Success);
 }
 
 #[derive(Default)]
@@ -226,14 +158,6 @@ fn churn_buffers(
     }
 }
 
-/// Waits until the GPU has finished everything submitted so far.
-fn wait_for_gpu(device: Res<RenderDevice>) {
-    let _ = device
-        .wgpu_device()
-        .poll(bevy::render::render_resource::PollType::wait_indefinitely());
-}
-
-/// A 3D camera drawing 400 lit cubes (20 x 20, two materials) into a 1280x720 offscreen image.
 fn scene(
     mut commands: Commands,
     mut images: ResMut<Assets<Image>>,
@@ -273,74 +197,21 @@ fn scene(
 }
 
 /// One child run's result line, parsed.
-struct RunResult {
-    median_us: f64,
-    cpu_us: f64,
-    events: u64,
-    dropped: u64,
-}
-
 fn run_child(args: &Args, plugin: u8) -> RunResult {
-    let exe = std::env::current_exe().expect("own executable");
-    let mut cmd = Command::new(exe);
-    cmd.args([
+    let mut child_args: Vec<String> = [
         "--frames",
         &args.frames.to_string(),
         "--warmup",
         &args.warmup.to_string(),
         "--churn",
         &args.churn.to_string(),
-    ]);
+    ]
+    .map(str::to_owned)
+    .to_vec();
     if args.scene {
-        cmd.arg("--scene");
+        child_args.push("--scene".into());
     }
-    match plugin {
-        0 => {
-            cmd.arg("--no-plugin");
-        }
-        2 => {
-            cmd.arg("--no-bindings");
-        }
-        3 => {
-            cmd.arg("--no-breadcrumbs");
-        }
-        _ => {}
-    }
-    let out = cmd.output().expect("run frame_overhead");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("frame_overhead "))
-        .unwrap_or_else(|| {
-            panic!(
-                "child run (plugin={plugin}) printed no result ({}):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    println!("  {line}");
-    let field = |name: &str| -> f64 {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
-    };
-    RunResult {
-        median_us: field("median_us"),
-        cpu_us: field("cpu_us_per_frame"),
-        events: field("events") as u64,
-        dropped: field("dropped") as u64,
-    }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if !n.is_multiple_of(2) {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+    frame_timing::run_child("frame_overhead", &child_args, plugin)
 }
 
 fn compare(args: &Args) {
@@ -361,6 +232,7 @@ fn compare(args: &Args) {
     for _ in 0..args.rounds {
         for plugin in [0u8, 2, 3, 1] {
             let r = run_child(args, plugin);
+            println!("  {}", r.line);
             frame[plugin as usize].push(r.median_us);
             cpu[plugin as usize].push(r.cpu_us);
             if plugin == 1 {
@@ -369,8 +241,8 @@ fn compare(args: &Args) {
             }
         }
     }
-    let f: Vec<f64> = frame.iter_mut().map(|v| median(v)).collect();
-    let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    let f: Vec<f64> = frame.iter().map(|v| median(v)).collect();
+    let c: Vec<f64> = cpu.iter().map(|v| median(v)).collect();
     for (plugin, name) in [
         (2, "plugin without binding capture"),
         (3, "plugin without breadcrumbs"),

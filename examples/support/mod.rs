@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 //! (Not an example of its own: Cargo builds `examples/<dir>/` only when it holds a `main.rs`.)
 
+pub mod frame_timing;
+
 use std::time::Duration;
 
 use bevy::app::ScheduleRunnerPlugin;

@@ -23,22 +23,23 @@
 //! ../../target/release/realistic_scene --compare --rounds 5 --frames 600 --warmup 120
 //! ```
 //!
-//! Modelled on the root crate's `examples/frame_overhead.rs` (its `--scene` mode), whose run
-//! harness, GPU wait and offscreen target this copies.
+//! The run harness, GPU wait and offscreen target are the root crate's `examples/support/`
+//! (`frame_timing.rs`, `mod.rs`), shared with `examples/frame_overhead.rs`.
+
+#[path = "../../../examples/support/mod.rs"]
+mod support;
 
 use std::collections::VecDeque;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::core_pipeline::tonemapping::Tonemapping;
 use bevy::light::CascadeShadowConfigBuilder;
 use bevy::prelude::*;
-use bevy::render::renderer::{RenderAdapterInfo, RenderDevice};
-use bevy::render::settings::{Backends, RenderCreation, WgpuSettings};
-use bevy::render::RenderPlugin;
-use bevy::window::ExitCondition;
+use bevy::render::renderer::RenderAdapterInfo;
 use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
+use support::frame_timing::{self, median, wait_for_gpu, FrameTimes, RunResult};
+use support::offscreen_target;
 
 /// Size of the offscreen render target.
 const WIDTH: u32 = 1920;
@@ -135,17 +136,9 @@ fn main() -> AppExit {
             ..default()
         });
     }
-    app.add_plugins(headless_vulkan_plugins())
+    app.add_plugins(support::headless_vulkan_plugins())
         .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-        .insert_resource(FrameTimes {
-            plugin: args.plugin,
-            warmup: args.warmup,
-            frames: args.frames,
-            last: None,
-            seen: 0,
-            times: Vec::with_capacity(args.frames),
-            cpu_start: None,
-        })
+        .insert_resource(FrameTimes::new(args.plugin, args.warmup, args.frames))
         .insert_resource(SceneConfig {
             meshes: args.meshes,
             churn: args.churn,
@@ -155,63 +148,11 @@ fn main() -> AppExit {
         .add_systems(Startup, setup_scene)
         .add_systems(First, time_frame)
         .add_systems(Update, (churn_meshes, animate).chain());
-    // Offscreen, nothing throttles the CPU to the GPU (a window's present would): without a wait the
-    // queue grows until the driver gives up (seen on the H200 with frame_overhead: device lost after
-    // 17 s). One frame in flight, as with vsync off and a blocking present.
     app.sub_app_mut(bevy::render::RenderApp).add_systems(
         bevy::render::Render,
         wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
     );
     app.run()
-}
-
-/// `DefaultPlugins` without a window and without exiting for want of one, on the Vulkan backend
-/// (as the root crate's examples/support/mod.rs).
-fn headless_vulkan_plugins() -> impl PluginGroup {
-    DefaultPlugins
-        .set(WindowPlugin {
-            primary_window: None,
-            exit_condition: ExitCondition::DontExit,
-            ..default()
-        })
-        .set(RenderPlugin {
-            render_creation: RenderCreation::Automatic(Box::new(WgpuSettings {
-                backends: Some(Backends::VULKAN),
-                ..default()
-            })),
-            ..default()
-        })
-}
-
-/// A render target for a headless camera: an RGBA image of `width` x `height` a camera can draw into,
-/// where no window exists (as the root crate's examples/support/mod.rs).
-fn offscreen_target(
-    images: &mut Assets<Image>,
-    width: u32,
-    height: u32,
-) -> bevy::camera::RenderTarget {
-    use bevy::asset::RenderAssetUsages;
-    use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
-    let mut target = Image::new_fill(
-        Extent3d {
-            width,
-            height,
-            depth_or_array_layers: 1,
-        },
-        TextureDimension::D2,
-        &[0, 0, 0, 255],
-        TextureFormat::Rgba8UnormSrgb,
-        RenderAssetUsages::default(),
-    );
-    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
-    bevy::camera::RenderTarget::Image(images.add(target).into())
-}
-
-/// Waits until the GPU has finished everything submitted so far.
-fn wait_for_gpu(device: Res<RenderDevice>) {
-    let _ = device
-        .wgpu_device()
-        .poll(bevy::render::render_resource::PollType::wait_indefinitely());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -506,34 +447,8 @@ fn animate(mut frame: ResMut<FrameCount>, mut query: Query<(&Animated, &mut Tran
 }
 
 // ---------------------------------------------------------------------------------------------
-// Measurement (as frame_overhead).
+// Measurement (examples/support/frame_timing.rs).
 
-#[derive(Resource)]
-struct FrameTimes {
-    plugin: u8,
-    warmup: usize,
-    frames: usize,
-    last: Option<Instant>,
-    seen: usize,
-    times: Vec<Duration>,
-    /// Process CPU time (all threads) when measuring began.
-    cpu_start: Option<Duration>,
-}
-
-/// CPU time of the whole process so far (user + system, all threads, 10 ms ticks), from
-/// `/proc/self/stat`; `None` where that does not exist.
-fn process_cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // CLK_TCK is 100 on Linux x86-64.
-    Some(Duration::from_millis(ticks * 10))
-}
-
-/// Frame time = time between the starts of two consecutive main-world frames (with pipelined
-/// rendering that includes waiting for the render world, which waits for the GPU).
 fn time_frame(
     mut times: ResMut<FrameTimes>,
     reporter: Option<Res<GpuCrashReporter>>,
@@ -541,71 +456,28 @@ fn time_frame(
     adapter: Option<Res<RenderAdapterInfo>>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    let now = Instant::now();
-    if let Some(last) = times.last.replace(now) {
-        times.seen += 1;
-        if times.seen == times.warmup {
-            times.cpu_start = process_cpu_time();
-        }
-        if times.seen > times.warmup {
-            times.times.push(now - last);
-        }
-    }
-    if times.times.len() < times.frames || times.frames == 0 {
+    let Some(summary) = times.frame_started(Instant::now()) else {
         return;
-    }
-    let (events, dropped) = reporter
-        .map(|r| (r.index_stats().events, r.binding_events_dropped()))
-        .unwrap_or((0, 0));
-    let mut sorted = times.times.clone();
-    sorted.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let mean = sorted.iter().map(|d| us(*d)).sum::<f64>() / sorted.len() as f64;
-    let cpu = match (times.cpu_start, process_cpu_time()) {
-        (Some(a), Some(b)) => us(b.saturating_sub(a)) / sorted.len() as f64,
-        _ => f64::NAN,
     };
     println!(
         "realistic_scene_info plugin={} adapter={:?} binding_report={} buffer_marker={}",
-        times.plugin,
+        summary.plugin,
         adapter.map(|a| a.name.clone()).unwrap_or_default(),
         capabilities
             .as_ref()
             .is_some_and(|c| c.address_binding_report),
         capabilities.as_ref().is_some_and(|c| c.buffer_marker),
     );
-    println!(
-        "realistic_scene plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} \
-         cpu_us_per_frame={:.1} events={} dropped={}",
-        times.plugin,
-        sorted.len(),
-        us(sorted[sorted.len() / 2]),
-        mean,
-        us(sorted[sorted.len() * 9 / 10]),
-        cpu,
-        events,
-        dropped
-    );
-    times.frames = 0;
+    println!("{}", summary.line("realistic_scene", reporter.as_deref()));
     exit.write(AppExit::Success);
 }
 
 // ---------------------------------------------------------------------------------------------
 // --compare: child processes, alternating.
 
-/// One child run's result line, parsed.
-struct RunResult {
-    median_us: f64,
-    p90_us: f64,
-    cpu_us: f64,
-    events: u64,
-    dropped: u64,
-}
-
+/// One run of configuration `plugin` in a child process; prints its lines and its wall time.
 fn run_child(args: &Args, plugin: u8) -> RunResult {
-    let exe = std::env::current_exe().expect("own executable");
-    let mut cmd = Command::new(exe);
-    cmd.args([
+    let child_args = [
         "--frames",
         &args.frames.to_string(),
         "--warmup",
@@ -616,65 +488,23 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
         &args.churn.to_string(),
         "--seed",
         &args.seed.to_string(),
-    ]);
-    match plugin {
-        0 => {
-            cmd.arg("--no-plugin");
-        }
-        2 => {
-            cmd.arg("--no-bindings");
-        }
-        3 => {
-            cmd.arg("--no-breadcrumbs");
-        }
-        _ => {}
-    }
+    ]
+    .map(str::to_owned);
     let started = Instant::now();
-    let out = cmd.output().expect("run realistic_scene");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("realistic_scene "))
-        .unwrap_or_else(|| {
-            panic!(
-                "child run (plugin={plugin}) printed no result ({}):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    if let Some(info) = stdout
+    let run = frame_timing::run_child("realistic_scene", &child_args, plugin);
+    if let Some(info) = run
+        .stdout
         .lines()
         .find(|l| l.starts_with("realistic_scene_info "))
     {
         println!("  {info}");
     }
-    println!("  {line} wall_s={:.1}", started.elapsed().as_secs_f64());
-    let field = |name: &str| -> f64 {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
-    };
-    RunResult {
-        median_us: field("median_us"),
-        p90_us: field("p90_us"),
-        cpu_us: field("cpu_us_per_frame"),
-        events: field("events") as u64,
-        dropped: field("dropped") as u64,
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut values = values.to_vec();
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        f64::NAN
-    } else if !n.is_multiple_of(2) {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+    println!(
+        "  {} wall_s={:.1}",
+        run.line,
+        started.elapsed().as_secs_f64()
+    );
+    run
 }
 
 /// The runs of one configuration, in round order.
