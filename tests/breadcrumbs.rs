@@ -134,9 +134,7 @@ fn a_hang_in_the_main_opaque_pass_names_that_pass_and_lands_in_bugsink() {
 #[test]
 #[ignore = "child process entry point: the test above starts it"]
 fn child() {
-    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
         hang_timeout: HANG_TIMEOUT,
@@ -151,10 +149,7 @@ fn child() {
     app.sub_app_mut(RenderApp)
         .add_systems(Core3d, game_work.in_set(Core3dSystems::Prepass));
     let exit = app.run();
-    std::process::exit(match exit {
-        AppExit::Success => 0,
-        AppExit::Error(code) => i32::from(code.get()),
-    });
+    common::exit_process(exit);
 }
 
 fn scene(

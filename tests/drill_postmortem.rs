@@ -429,9 +429,7 @@ fn child_app() {
         std::env::var_os(CHILD_ENV).is_some(),
         "child_app runs only as the child of the tests above"
     );
-    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    common::use_runtime_dir();
     let exit = App::new()
         .add_plugins(GpuCrashReporterPlugin {
             hang_timeout: Duration::from_secs(2),
@@ -443,10 +441,7 @@ fn child_app() {
         .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
         .add_systems(Update, test_owned_buffers)
         .run();
-    std::process::exit(match exit {
-        AppExit::Success => 0,
-        AppExit::Error(code) => i32::from(code.get()),
-    });
+    common::exit_process(exit);
 }
 
 #[derive(Default)]

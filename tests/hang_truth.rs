@@ -198,9 +198,7 @@ fn a_range_re_bound_after_the_fault_does_not_change_the_verdict() {
 #[ignore = "child process entry point: the tests above start it with TRUTH_MODE set"]
 fn child() {
     let mode = std::env::var("TRUTH_MODE").expect("TRUTH_MODE");
-    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
         hang_timeout: HANG_TIMEOUT,
@@ -244,10 +242,7 @@ fn child() {
         app.add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO));
     }
     let exit = app.run();
-    std::process::exit(match exit {
-        AppExit::Success => 0,
-        AppExit::Error(code) => i32::from(code.get()),
-    });
+    common::exit_process(exit);
 }
 
 #[derive(Resource, Clone)]

@@ -77,9 +77,7 @@ fn child() {
         .expect("run by the test above")
         .parse()
         .expect("a valid DSN");
-    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    common::use_runtime_dir();
     let exit = App::new()
         .add_plugins(GpuCrashReporterPlugin {
             hang_timeout: Duration::from_secs(2),
@@ -105,10 +103,7 @@ fn child() {
     {
         eprintln!("GpuCrashReports: {}", path.display());
     }
-    std::process::exit(match exit {
-        AppExit::Success => 0,
-        AppExit::Error(code) => i32::from(code.get()),
-    });
+    common::exit_process(exit);
 }
 
 /// Creates the pool, frees it ten frames later (the drill then reuses its freed address range).

@@ -202,9 +202,7 @@ fn app_handler(error: &RenderError, main: &mut World, _render: &mut World) -> Re
 #[test]
 #[ignore = "child process entry point: the tests above start it with RECOVERY_POLICY set"]
 fn child() {
-    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::env::set_var("XDG_RUNTIME_DIR", runtime);
+    common::use_runtime_dir();
     let max_uploads = std::env::var("RECOVERY_MAX_UPLOADS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -225,10 +223,7 @@ fn child() {
         app.insert_resource(RenderErrorHandler(app_handler));
     }
     let exit = app.run();
-    std::process::exit(match exit {
-        AppExit::Success => 0,
-        AppExit::Error(code) => i32::from(code.get()),
-    });
+    common::exit_process(exit);
 }
 
 /// A scratch buffer as games make for transient data: from the 20th frame on a device (after its

@@ -14,13 +14,26 @@ pub fn use_lavapipe() {
         Path::new(LAVAPIPE_ICD).exists(),
         "lavapipe is missing: apt-get install mesa-vulkan-drivers libvulkan1"
     );
-    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
-    std::fs::create_dir_all(&runtime).unwrap();
     // SAFETY (not unsafe in edition 2021, but still process-global): called before any thread of
     // this test binary reads the environment.
     std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
     std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
+    use_runtime_dir();
+}
+
+/// Gives Bevy an `XDG_RUNTIME_DIR` (a shared folder in the temp dir). Call before any thread starts.
+pub fn use_runtime_dir() {
+    let runtime = std::env::temp_dir().join("bevy_gpu_crash_reporter-xdg");
+    std::fs::create_dir_all(&runtime).unwrap();
     std::env::set_var("XDG_RUNTIME_DIR", runtime);
+}
+
+/// Ends a child app's process with the app's exit code (0 on success), as its parent test reads it.
+pub fn exit_process(exit: AppExit) -> ! {
+    std::process::exit(match exit {
+        AppExit::Success => 0,
+        AppExit::Error(code) => i32::from(code.get()),
+    })
 }
 
 /// Enables the Khronos validation layer for every instance of this process and makes it write every
