@@ -189,14 +189,16 @@ impl Plugin for GpuCrashReporterPlugin {
                  `App::new().add_plugins(GpuCrashReporterPlugin::default()).add_plugins(DefaultPlugins)`";
             error!("{message}");
             reporter.setup_error = Some(message.to_owned());
-        } else if cfg!(feature = "vulkan") {
+        } else {
             #[cfg(feature = "vulkan")]
             self.install_vulkan_setup(app, &indexer);
-        } else {
-            let message = "bevy_gpu_crash_reporter was built without its `vulkan` feature: it has \
-                 nothing to hook, and GPU crashes are not reported";
-            warn!("{message}");
-            reporter.setup_error = Some(message.to_owned());
+            #[cfg(not(feature = "vulkan"))]
+            {
+                let message = "bevy_gpu_crash_reporter was built without its `vulkan` feature: it \
+                     has nothing to hook, and GPU crashes are not reported";
+                warn!("{message}");
+                reporter.setup_error = Some(message.to_owned());
+            }
         }
         let application_name = self.application_name.clone().unwrap_or_else(|| {
             std::env::current_exe()

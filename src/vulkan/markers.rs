@@ -328,21 +328,8 @@ impl Drop for MarkerBuffer {
 /// Runs `record` on the raw `VkCommandBuffer` of a fresh wgpu encoder used only through the raw API
 /// (wgpu-core panics when one encoder mixes both), and returns the finished command buffer; `None`
 /// when the device is not Vulkan.
-pub(crate) fn raw_command_buffer(
-    device: &wgpu::Device,
-    record: impl FnOnce(vk::CommandBuffer),
-) -> Option<wgpu::CommandBuffer> {
-    #[cfg(not(feature = "vulkan"))]
-    {
-        let _ = (device, record);
-        None
-    }
-    #[cfg(feature = "vulkan")]
-    raw_vulkan_command_buffer(device, record)
-}
-
 #[cfg(feature = "vulkan")]
-fn raw_vulkan_command_buffer(
+pub(crate) fn raw_command_buffer(
     device: &wgpu::Device,
     record: impl FnOnce(vk::CommandBuffer),
 ) -> Option<wgpu::CommandBuffer> {
@@ -360,4 +347,13 @@ fn raw_vulkan_command_buffer(
         })
     };
     recorded.then(|| encoder.finish())
+}
+
+/// Without the `vulkan` feature no device is Vulkan.
+#[cfg(not(feature = "vulkan"))]
+pub(crate) fn raw_command_buffer(
+    _device: &wgpu::Device,
+    _record: impl FnOnce(vk::CommandBuffer),
+) -> Option<wgpu::CommandBuffer> {
+    None
 }

@@ -342,24 +342,17 @@ impl VulkanSetup {
 }
 
 /// Allocates the device's GPU progress markers (see [`markers`]).
+#[cfg(feature = "vulkan")]
 pub(crate) fn create_marker_buffer(
     device: &bevy::render::renderer::RenderDevice,
     amd_buffer_marker: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
-    #[cfg(not(feature = "vulkan"))]
-    {
-        let _ = (device, amd_buffer_marker);
-        Err(markers::MarkerError::NotVulkan)
-    }
     // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
-    #[cfg(feature = "vulkan")]
     let hal = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
         .ok_or(markers::MarkerError::NotVulkan)?;
-    #[cfg(feature = "vulkan")]
     let instance = hal.shared_instance().raw_instance();
     // SAFETY: the device is wgpu's live device of that instance and physical device; the extension
     // flag says what the device callback enabled; the RenderDevice clone keeps the device alive.
-    #[cfg(feature = "vulkan")]
     unsafe {
         markers::MarkerBuffer::create(
             instance,
@@ -369,6 +362,15 @@ pub(crate) fn create_marker_buffer(
             Box::new(device.clone()),
         )
     }
+}
+
+/// Without the `vulkan` feature there is no Vulkan device to put markers on.
+#[cfg(not(feature = "vulkan"))]
+pub(crate) fn create_marker_buffer(
+    _device: &bevy::render::renderer::RenderDevice,
+    _amd_buffer_marker: bool,
+) -> Result<markers::MarkerBuffer, markers::MarkerError> {
+    Err(markers::MarkerError::NotVulkan)
 }
 
 /// Sum of the device-local heaps in MiB.
