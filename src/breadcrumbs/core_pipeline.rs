@@ -108,13 +108,7 @@ fn mark_stage_boundary(
         ends.map(|label| (label, MarkerStage::Finished)),
         begins.map(|label| (label, MarkerStage::Begun)),
     ];
-    let mut list = [("", MarkerStage::Begun); 2];
-    let mut count = 0;
-    for mark in marks.into_iter().flatten() {
-        list[count] = mark;
-        count += 1;
-    }
-    if let Some(buffer) = recorder.marks_command_buffer(&device, &list[..count], camera, true) {
+    if let Some(buffer) = recorder.marks_command_buffer(&device, &marks, camera, true) {
         ctx.add_command_buffer(buffer);
     }
 }

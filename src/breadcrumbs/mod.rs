@@ -44,15 +44,16 @@ impl BreadcrumbRecorder {
         stage: MarkerStage,
         fine: bool,
     ) -> Option<CommandBuffer> {
-        self.marks_command_buffer(device, &[(label, stage)], camera, fine)
+        self.marks_command_buffer(device, &[Some((label, stage))], camera, fine)
     }
 
-    /// One command buffer with every mark of `marks`, in order: a stage boundary ends one stage and
-    /// begins the next in one submission item instead of two (each costs wgpu an encoder).
+    /// One command buffer with the (at most two) marks of `marks` that are there, in order: a stage
+    /// boundary ends one stage and begins the next in one submission item instead of two (each costs
+    /// wgpu an encoder).
     pub(crate) fn marks_command_buffer(
         &self,
         device: &RenderDevice,
-        marks: &[(&'static str, MarkerStage)],
+        marks: &[Option<(&'static str, MarkerStage)>],
         camera: Option<Arc<str>>,
         fine: bool,
     ) -> Option<CommandBuffer> {
@@ -67,7 +68,7 @@ impl BreadcrumbRecorder {
         }
         let mut words = [(0u64, 0usize, MarkerStage::Begun); 2];
         let mut count = 0;
-        for &(label, stage) in marks.iter().take(words.len()) {
+        for &(label, stage) in marks.iter().flatten().take(words.len()) {
             let opened = match stage {
                 MarkerStage::Begun => timeline.open_breadcrumb(label, camera.clone()),
                 MarkerStage::Finished => timeline.close_breadcrumb(label),
