@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bevy_gpu_crash_reporter::report::BindingKind;
 use bevy_gpu_crash_reporter::report::{CrashReport, FaultVerdict};
@@ -211,20 +211,12 @@ fn server_down_keeps_the_report_and_relaunch_delivers_it_exactly_once() {
     assert_eq!(events.len(), 1, "exactly one event in the issue");
 }
 
-/// One upload answered 429 with `retry_after`, then proxied to Bugsink: it is retried once, at least
-/// a second later, within a 30 s flush (far below the 60 s a client that misread the header would
-/// wait), and lands.
-fn retried_after_429(name: &str, retry_after: String) {
+/// One upload answered with `rate_limited` (a 429), then proxied to Bugsink: it is retried once, at
+/// least a second later, within a 30 s flush (far below the 60 s a client that misread the header
+/// would wait), and lands.
+fn retried_after_429(name: &str, rate_limited: Action) {
     let upstream: u16 = server().url.rsplit(':').next().unwrap().parse().unwrap();
-    let proxy = ScriptedServer::start(
-        0,
-        vec![Action::Respond(
-            429,
-            vec![("Retry-After".into(), retry_after)],
-            "slow down".into(),
-        )],
-        Action::Proxy(upstream),
-    );
+    let proxy = ScriptedServer::start(0, vec![rate_limited], Action::Proxy(upstream));
     let report = use_after_free(&format!("particles-{name}-{}", run_tag()), 0x1000_0000);
     let outbox = outbox(&with_port(&server().dsn, proxy.port), tmp_dir(name));
     outbox.enqueue(&report, None).unwrap();
@@ -243,16 +235,21 @@ fn retried_after_429(name: &str, retry_after: String) {
 
 #[test]
 fn rate_limited_upload_is_retried_after_retry_after() {
-    retried_after_429("429", "1".into());
+    let rate_limited = Action::Respond(
+        429,
+        vec![("Retry-After".into(), "1".into())],
+        "slow down".into(),
+    );
+    retried_after_429("429", rate_limited);
 }
 
 #[test]
 fn rate_limited_upload_is_retried_after_an_http_date_retry_after() {
-    // The HTTP-date form (RFC 9110), one-second resolution. A date already past when the 429 is read
-    // counts as no date (the 60 s default); a date 3 s ahead expired before the 429 was read in one
-    // run on 2 loaded cores. 8 s ahead leaves room for that and is still far below 60 s.
-    let retry_at = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(8));
-    retried_after_429("429-date", retry_at);
+    // The HTTP-date form (RFC 9110), one-second resolution, so 3 s ahead is 2-3 s of wait. The date
+    // is written when the 429 is answered: one written before the upload (3 s, then 8 s ahead) had
+    // expired by the time the 429 was read in CI runs on 2 loaded cores, and a date already past
+    // counts as no date (the 60 s default).
+    retried_after_429("429-date", Action::RateLimitedUntil(Duration::from_secs(3)));
 }
 
 #[test]

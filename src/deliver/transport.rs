@@ -46,7 +46,8 @@ pub enum SendOutcome {
     RateLimited {
         /// HTTP status.
         status: u16,
-        /// From `X-Sentry-Rate-Limits` (event categories), else `Retry-After`, else 60 s.
+        /// From `X-Sentry-Rate-Limits` (event categories), else `Retry-After`, else 60 s; 1 s when
+        /// the limit had already lapsed.
         retry_after: Duration,
     },
     /// 5xx: try again later (after `retry_after` when the server gave one).
@@ -69,8 +70,10 @@ pub enum SendOutcome {
     Network(String),
 }
 
-/// Delay when a 429 names none.
-pub const DEFAULT_RATE_LIMIT: Duration = Duration::from_secs(60);
+/// Delay after a 429 whose limit had already lapsed when it was read: a `Retry-After` date in the
+/// past, or `X-Sentry-Rate-Limits` on other categories only. A bare 429 gets sentry's 60 s default
+/// from [`server_wait`]; a lapsed one is retried soon, but not in a tight loop.
+const LAPSED_RATE_LIMIT: Duration = Duration::from_secs(1);
 
 /// The blocking HTTPS client (see the module docs for the choice).
 #[derive(Clone, Debug)]
@@ -145,22 +148,27 @@ impl HttpTransport {
             .read_to_vec()
             .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
             .unwrap_or_default();
-        match status {
-            200..=299 => SendOutcome::Accepted {
-                status,
-                rate_limit: wait,
-            },
-            429 => SendOutcome::RateLimited {
-                status,
-                retry_after: wait.unwrap_or(DEFAULT_RATE_LIMIT),
-            },
-            500..=599 => SendOutcome::ServerError {
-                status,
-                retry_after: wait,
-                body,
-            },
-            _ => SendOutcome::Rejected { status, body },
-        }
+        outcome(status, wait, body)
+    }
+}
+
+/// What a response means for this upload, given the server's `wait` (see [`server_wait`]).
+fn outcome(status: u16, wait: Option<Duration>, body: String) -> SendOutcome {
+    match status {
+        200..=299 => SendOutcome::Accepted {
+            status,
+            rate_limit: wait,
+        },
+        429 => SendOutcome::RateLimited {
+            status,
+            retry_after: wait.unwrap_or(LAPSED_RATE_LIMIT),
+        },
+        500..=599 => SendOutcome::ServerError {
+            status,
+            retry_after: wait,
+            body,
+        },
+        _ => SendOutcome::Rejected { status, body },
     }
 }
 
@@ -221,5 +229,25 @@ mod tests {
         );
         assert!(about(server_wait(429, None, None), 60));
         assert_eq!(server_wait(503, None, None), None);
+    }
+
+    /// A 429 whose `Retry-After` date is already past is retried after a second: it used to fall to
+    /// the 60 s default for a bare 429, which made a flush give up on a server that allowed a retry.
+    #[test]
+    fn lapsed_retry_after_date_is_retried_soon() {
+        let past = httpdate::fmt_http_date(std::time::SystemTime::now() - Duration::from_secs(5));
+        let wait = server_wait(429, None, Some(&past));
+        assert_eq!(
+            outcome(429, wait, String::new()),
+            SendOutcome::RateLimited {
+                status: 429,
+                retry_after: LAPSED_RATE_LIMIT
+            }
+        );
+        let bare = server_wait(429, None, None);
+        assert!(matches!(
+            outcome(429, bare, String::new()),
+            SendOutcome::RateLimited { retry_after, .. } if retry_after > Duration::from_secs(59)
+        ));
     }
 }

@@ -401,6 +401,9 @@ impl Bugsink {
 pub enum Action {
     /// Answer with this status, extra header lines and body.
     Respond(u16, Vec<(String, String)>, String),
+    /// Answer 429 with `Retry-After` as an HTTP date this far after the moment of answering, so that
+    /// the date is still ahead when the client reads it however slowly the request arrived.
+    RateLimitedUntil(Duration),
     /// Forward the request to `127.0.0.1:port` and relay the answer.
     Proxy(u16),
 }
@@ -509,23 +512,36 @@ fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     Some((head, buf[head_end..head_end + len].to_vec()))
 }
 
+/// Writes a plain-text answer; returns its status.
+fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    headers: &[(String, String)],
+    text: &str,
+) -> Option<u16> {
+    let mut resp = format!(
+        "HTTP/1.1 {status} Scripted\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n",
+        text.len()
+    );
+    for (k, v) in headers {
+        resp.push_str(&format!("{k}: {v}\r\n"));
+    }
+    resp.push_str("\r\n");
+    resp.push_str(text);
+    stream.write_all(resp.as_bytes()).ok()?;
+    Some(status)
+}
+
 fn serve(mut stream: TcpStream, action: &Action) -> Option<Seen> {
     let (head, body) = read_request(&mut stream)?;
     let at = Instant::now();
     let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
     let status = match action {
-        Action::Respond(status, headers, text) => {
-            let mut resp = format!(
-                "HTTP/1.1 {status} Scripted\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n",
-                text.len()
-            );
-            for (k, v) in headers {
-                resp.push_str(&format!("{k}: {v}\r\n"));
-            }
-            resp.push_str("\r\n");
-            resp.push_str(text);
-            stream.write_all(resp.as_bytes()).ok()?;
-            *status
+        Action::Respond(status, headers, text) => respond(&mut stream, *status, headers, text)?,
+        Action::RateLimitedUntil(ahead) => {
+            let retry_at = httpdate::fmt_http_date(std::time::SystemTime::now() + *ahead);
+            let headers = [("Retry-After".to_owned(), retry_at)];
+            respond(&mut stream, 429, &headers, "slow down")?
         }
         Action::Proxy(port) => {
             let mut up = TcpStream::connect(("127.0.0.1", *port)).ok()?;
