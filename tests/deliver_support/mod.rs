@@ -442,9 +442,7 @@ impl ScriptedServer {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         let action = script.next().unwrap_or_else(|| then.clone());
-                        if let Some(s) = serve(stream, &action) {
-                            seen2.lock().unwrap().push(s);
-                        }
+                        serve(stream, &action, &seen2);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         std::thread::sleep(Duration::from_millis(5));
@@ -512,13 +510,8 @@ fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     Some((head, buf[head_end..head_end + len].to_vec()))
 }
 
-/// Writes a plain-text answer; returns its status.
-fn respond(
-    stream: &mut TcpStream,
-    status: u16,
-    headers: &[(String, String)],
-    text: &str,
-) -> Option<u16> {
+/// A plain-text answer.
+fn plain_answer(status: u16, headers: &[(String, String)], text: &str) -> Vec<u8> {
     let mut resp = format!(
         "HTTP/1.1 {status} Scripted\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n",
         text.len()
@@ -528,50 +521,54 @@ fn respond(
     }
     resp.push_str("\r\n");
     resp.push_str(text);
-    stream.write_all(resp.as_bytes()).ok()?;
-    Some(status)
+    resp.into_bytes()
 }
 
-fn serve(mut stream: TcpStream, action: &Action) -> Option<Seen> {
+/// The upstream's answer to the same request, which must close after answering.
+fn proxied_answer(port: u16, head: &str, body: &[u8]) -> Option<Vec<u8>> {
+    let mut up = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let mut new_head = String::new();
+    for line in head.trim_end().split("\r\n") {
+        if !line.to_ascii_lowercase().starts_with("connection:") {
+            new_head.push_str(line);
+            new_head.push_str("\r\n");
+        }
+    }
+    new_head.push_str("Connection: close\r\n\r\n");
+    up.write_all(new_head.as_bytes()).ok()?;
+    up.write_all(body).ok()?;
+    let mut answer = Vec::new();
+    up.read_to_end(&mut answer).ok()?;
+    Some(answer)
+}
+
+/// Answers one request as `action` says. The request is added to `seen` *before* the answer goes
+/// out: a client that got its answer then finds it there.
+fn serve(mut stream: TcpStream, action: &Action, seen: &Mutex<Vec<Seen>>) -> Option<()> {
     let (head, body) = read_request(&mut stream)?;
     let at = Instant::now();
     let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let status = match action {
-        Action::Respond(status, headers, text) => respond(&mut stream, *status, headers, text)?,
+    let answer = match action {
+        Action::Respond(status, headers, text) => plain_answer(*status, headers, text),
         Action::RateLimitedUntil(ahead) => {
             let retry_at = httpdate::fmt_http_date(std::time::SystemTime::now() + *ahead);
-            let headers = [("Retry-After".to_owned(), retry_at)];
-            respond(&mut stream, 429, &headers, "slow down")?
+            plain_answer(429, &[("Retry-After".to_owned(), retry_at)], "slow down")
         }
-        Action::Proxy(port) => {
-            let mut up = TcpStream::connect(("127.0.0.1", *port)).ok()?;
-            // Same request, but the upstream must close after answering.
-            let mut new_head = String::new();
-            for line in head.trim_end().split("\r\n") {
-                if !line.to_ascii_lowercase().starts_with("connection:") {
-                    new_head.push_str(line);
-                    new_head.push_str("\r\n");
-                }
-            }
-            new_head.push_str("Connection: close\r\n\r\n");
-            up.write_all(new_head.as_bytes()).ok()?;
-            up.write_all(&body).ok()?;
-            let mut answer = Vec::new();
-            up.read_to_end(&mut answer).ok()?;
-            stream.write_all(&answer).ok()?;
-            String::from_utf8_lossy(&answer)
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0)
-        }
+        Action::Proxy(port) => proxied_answer(*port, &head, &body)?,
     };
-    let _ = stream.flush();
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-    Some(Seen {
+    let status = String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    seen.lock().unwrap().push(Seen {
         at,
         path,
         body_len: body.len(),
         status,
-    })
+    });
+    stream.write_all(&answer).ok()?;
+    let _ = stream.flush();
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Some(())
 }
