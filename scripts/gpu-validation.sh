@@ -431,6 +431,7 @@ build12() {
     ldd /usr/bin/perf | awk '{print ($3 == "" ? $1 : $3)}' | grep '^/' \
         | grep -vE 'libc.so|libm.so|ld-linux|libpthread|libdl.so|librt.so' | xargs -I{} cp -L {} /tmp/pk/lib/
     tar -C /tmp/pk -cf - . | xz -T0 -6 > .devrun/perf.tar.xz
+    git rev-parse --short=12 HEAD > .devrun/perf.commit
     ls -la .devrun
 }
 device12() {
@@ -450,6 +451,40 @@ device12() {
     done
 }
 
+# Batch 13 (issue 12): batch 12's profile with DWARF call graphs (release binaries have no frame
+# pointers), so the breadcrumb systems' inclusive share of the process shows; then the two
+# breadcrumb configurations alone, eight rounds, with per-round paired ratios. Uses build12's package.
+device13() {
+    setup_device
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
+    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
+    local c a t0
+    for c in no-breadcrumbs all; do
+        a=""; [ $c = no-breadcrumbs ] && a=--no-breadcrumbs
+        t0=$(date +%s)
+        (cd /tmp/p && LD_LIBRARY_PATH=/tmp/p/lib timeout 120 ./perf record -F 199 --call-graph dwarf,8192 \
+            -o $c.data -- ./realistic_scene --frames 120 --warmup 30 $a > $logs/$c.out 2> $logs/$c.err)
+        echo "perf $c rc=$? after $(( $(date +%s) - t0 )) s"
+        grep "realistic_scene plugin" $logs/$c.out | cut -c1-200
+        (cd /tmp/p && LD_LIBRARY_PATH=/tmp/p/lib timeout 100 ./perf report -i $c.data --children \
+            --sort symbol --stdio -g none --percent-limit 0.05 > $logs/$c.children.txt 2> $logs/$c.report.err)
+        echo "report rc=$? after $(( $(date +%s) - t0 )) s; samples: $(grep -m1 'Samples' $logs/$c.children.txt)"
+        grep -iE "breadcrumb|mark_stage|mark_frame|marks_command|raw_command_buffer|record_marker|\
+create_command_encoder|queue_submit|Queue.*submit|render_system|RenderGraph|worker_thread" \
+            $logs/$c.children.txt | head -30 | cut -c1-190
+    done
+    tar -C /tmp/p -czf $logs/perf-data.tar.gz no-breadcrumbs.data all.data 2>/dev/null
+    echo "== breadcrumbs on vs off, 8 rounds"
+    t0=$(date +%s)
+    timeout -s KILL 270 /tmp/p/realistic_scene --compare --configs 3,1 --rounds 8 --frames 150 \
+        --warmup 30 > $logs/scene.out 2> $logs/scene.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  realistic_scene plugin|realistic_scene_info" $logs/scene.out | cut -c1-400 | tail -8
+    grep -E "panicked|DeviceLost|GPU hang" $logs/scene.err | head -3
+    tar -C $logs --exclude perf-data.tar.gz -czf "$OUT/run13-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -458,6 +493,7 @@ case "${1:-}" in
     device11) device11 ;;
     build12) build12 ;;
     device12) device12 ;;
+    device13) device13 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;

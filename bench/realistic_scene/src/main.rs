@@ -16,7 +16,9 @@
 //! One run prints `realistic_scene plugin=<0|1|3> frames=.. median_us=.. mean_us=.. p90_us=..
 //! cpu_us_per_frame=.. events=.. dropped=..` (events: binding events the reporter indexed, 0 where
 //! the driver gives no binding report). `--compare` prints, per configuration, the median over the
-//! rounds of the runs' medians and p90s, every round's median, and the ratios against no plugin.
+//! rounds of the runs' medians and p90s, every round's median, and the ratios against no plugin
+//! (and breadcrumbs on / off), also as the median of per-round ratios. `--configs 3,1` runs only the
+//! listed configurations.
 //!
 //! ```sh
 //! cd bench/realistic_scene && cargo build --release
@@ -69,6 +71,8 @@ struct Args {
     meshes: usize,
     churn: usize,
     seed: u64,
+    /// The configurations `--compare` runs (default: all of [`CONFIGS`]).
+    configs: Vec<u8>,
 }
 
 fn parse_args() -> Args {
@@ -81,6 +85,7 @@ fn parse_args() -> Args {
         meshes: 3_000,
         churn: 50,
         seed: 0x5eed_cafe,
+        configs: CONFIGS.to_vec(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -100,10 +105,20 @@ fn parse_args() -> Args {
             "--meshes" => args.meshes = number("--meshes") as usize,
             "--churn" => args.churn = number("--churn") as usize,
             "--seed" => args.seed = number("--seed"),
+            "--configs" => {
+                let list = it.next().unwrap_or_default();
+                args.configs = list
+                    .split(',')
+                    .map(|c| match c.parse() {
+                        Ok(c) if CONFIGS.contains(&c) => c,
+                        _ => panic!("--configs takes a list of 0, 1, 2, 3 (got {list:?})"),
+                    })
+                    .collect();
+            }
             other => panic!(
                 "unknown argument {other}; usage: realistic_scene [--no-plugin | --no-breadcrumbs] \
                  [--compare] [--rounds N] [--frames N] [--warmup N] [--meshes N] [--churn N] \
-                 [--seed N]"
+                 [--seed N] [--configs 0,2,3,1]"
             ),
         }
     }
@@ -518,12 +533,14 @@ struct ConfigRuns {
 }
 
 fn compare(args: &Args) {
+    let configs = &args.configs;
+    let names: Vec<&str> = configs.iter().map(|&c| config_name(c)).collect();
     println!(
         "realistic_scene --compare: {} rounds of {:?} (order rotated each round), {} frames each \
          after {} warm-up; {} meshes, {} replaced per frame (one in {} with a new Mesh asset), \
          {}x{} offscreen, seed {}",
         args.rounds,
-        CONFIGS.map(config_name),
+        names,
         args.frames,
         args.warmup,
         args.meshes,
@@ -537,8 +554,8 @@ fn compare(args: &Args) {
     for round in 0..args.rounds {
         println!("round {}", round + 1);
         // Rotate the order, so no configuration always runs first (or right after another).
-        for k in 0..CONFIGS.len() {
-            let plugin = CONFIGS[(round + k) % CONFIGS.len()];
+        for k in 0..configs.len() {
+            let plugin = configs[(round + k) % configs.len()];
             let r = run_child(args, plugin);
             let c = &mut runs[plugin as usize];
             c.median_us.push(r.median_us);
@@ -548,46 +565,66 @@ fn compare(args: &Args) {
             c.dropped.push(r.dropped);
         }
     }
-    let base = &runs[0];
-    let (b_med, b_p90, b_cpu) = (
-        median(&base.median_us),
-        median(&base.p90_us),
-        median(&base.cpu_us),
-    );
-    for plugin in CONFIGS {
+    for &plugin in configs {
         let c = &runs[plugin as usize];
-        let (med, p90, cpu) = (median(&c.median_us), median(&c.p90_us), median(&c.cpu_us));
         let rounds: Vec<String> = c.median_us.iter().map(|m| format!("{m:.0}")).collect();
         println!(
             "realistic_scene summary [{}]: median frame {:.1} us, p90 {:.1} us, CPU/frame {:.1} us \
              (medians over rounds); round medians [{}] us; binding events per run {:?}, dropped \
              {:?}",
             config_name(plugin),
-            med,
-            p90,
-            cpu,
+            median(&c.median_us),
+            median(&c.p90_us),
+            median(&c.cpu_us),
             rounds.join(", "),
             c.events,
             c.dropped,
         );
-        if plugin != 0 {
-            println!(
-                "realistic_scene ratio [{} / no plugin]: median {:.3} ({:+.1}%), p90 {:.3}, \
-                 CPU/frame {:.3}",
-                config_name(plugin),
-                med / b_med,
-                (med / b_med - 1.0) * 100.0,
-                p90 / b_p90,
-                cpu / b_cpu,
-            );
-        }
     }
-    let (all, nobc) = (&runs[1], &runs[3]);
+    let ran = |c: u8| configs.contains(&c);
+    for &plugin in configs.iter().filter(|&&c| c != 0 && ran(0)) {
+        print_ratio(
+            &format!("{} / no plugin", config_name(plugin)),
+            &runs[plugin as usize],
+            &runs[0],
+        );
+    }
+    if ran(1) && ran(3) {
+        print_ratio(
+            "breadcrumbs: all on / gpu_breadcrumbs false",
+            &runs[1],
+            &runs[3],
+        );
+    }
+}
+
+/// Two ways to compare configuration `a` with `b`: the ratio of their medians over rounds, and the
+/// median of the per-round ratios (both ran in the same round, minutes apart at most, so drifts of
+/// the machine cancel), with every round's ratio so the spread shows.
+fn print_ratio(what: &str, a: &ConfigRuns, b: &ConfigRuns) {
+    let paired: Vec<f64> = a
+        .median_us
+        .iter()
+        .zip(&b.median_us)
+        .map(|(x, y)| x / y)
+        .collect();
+    let paired_cpu: Vec<f64> = a.cpu_us.iter().zip(&b.cpu_us).map(|(x, y)| x / y).collect();
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|r| format!("{r:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "realistic_scene ratio [breadcrumbs: all on / gpu_breadcrumbs false]: median {:.3}, p90 \
-         {:.3}, CPU/frame {:.3}",
-        median(&all.median_us) / median(&nobc.median_us),
-        median(&all.p90_us) / median(&nobc.p90_us),
-        median(&all.cpu_us) / median(&nobc.cpu_us),
+        "realistic_scene ratio [{what}]: median {:.3} ({:+.1}%), p90 {:.3}, CPU/frame {:.3}; \
+         per round: median {:.3} [{}], CPU/frame {:.3} [{}]",
+        median(&a.median_us) / median(&b.median_us),
+        (median(&a.median_us) / median(&b.median_us) - 1.0) * 100.0,
+        median(&a.p90_us) / median(&b.p90_us),
+        median(&a.cpu_us) / median(&b.cpu_us),
+        median(&paired),
+        list(&paired),
+        median(&paired_cpu),
+        list(&paired_cpu),
     );
 }
