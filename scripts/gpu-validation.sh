@@ -485,6 +485,28 @@ create_command_encoder|queue_submit|Queue.*submit|render_system|RenderGraph|work
     tar -C $logs --exclude perf-data.tar.gz -czf "$OUT/run13-results.tar.gz" .
 }
 
+# Batch 14 (issue 12): which part of the breadcrumbs costs. Built by build12 from a tree with a
+# temporary, uncommitted switch EXP_BREADCRUMBS (BENCHMARKS.md gives the diff): `none` records no
+# stage-boundary command buffers (VK_AMD_buffer_marker still enabled, the frame-start marker still
+# written); `top` writes every breadcrumb at TOP_OF_PIPE instead of BOTTOM_OF_PIPE (no wait for earlier
+# work). Each: breadcrumbs on vs off, eight rounds.
+device14() {
+    setup_device
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
+    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    local v t0
+    for v in unchanged none top; do
+        echo "== EXP_BREADCRUMBS=$v"
+        t0=$(date +%s)
+        EXP_BREADCRUMBS=$v timeout -s KILL 170 /tmp/p/realistic_scene --compare --configs 3,1 --rounds 8 \
+            --frames 120 --warmup 20 > $logs/scene-$v.out 2> $logs/scene-$v.err
+        echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+        grep -E "ratio|summary" $logs/scene-$v.out | cut -c1-400
+        grep -E "panicked|DeviceLost|GPU hang" $logs/scene-$v.err | head -3
+    done
+    tar -C $logs -czf "$OUT/run14-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -494,6 +516,7 @@ case "${1:-}" in
     build12) build12 ;;
     device12) device12 ;;
     device13) device13 ;;
+    device14) device14 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
