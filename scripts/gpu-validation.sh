@@ -507,6 +507,32 @@ device14() {
     tar -C $logs -czf "$OUT/run14-results.tar.gz" .
 }
 
+# Batch 15 (issue 12): batch 14 showed the stage-boundary command buffers cost CPU whatever stage
+# the marker waits for; where that CPU goes, by self time per thread, library and symbol (no call
+# graphs: batch 13's DWARF unwinding did not finish in 100 s). Same package as batch 14.
+device15() {
+    setup_device
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
+    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
+    local v t0 r
+    for v in none unchanged; do
+        t0=$(date +%s)
+        (cd /tmp/p && EXP_BREADCRUMBS=$v LD_LIBRARY_PATH=/tmp/p/lib timeout 60 ./perf record -F 999 \
+            -o $v.data -- ./realistic_scene --frames 150 --warmup 30 > $logs/$v.out 2> $logs/$v.err)
+        echo "== EXP_BREADCRUMBS=$v: perf rc=$? after $(( $(date +%s) - t0 )) s"
+        grep "realistic_scene plugin" $logs/$v.out | cut -c1-200
+        r="env LD_LIBRARY_PATH=/tmp/p/lib timeout 60 ./perf report -i $v.data --stdio --no-children"
+        (cd /tmp/p && $r --sort comm > $logs/$v.comm.txt 2>&1; $r --sort dso > $logs/$v.dso.txt 2>&1; \
+            $r --sort dso,sym > $logs/$v.sym.txt 2>&1)
+        grep -m1 "Samples" $logs/$v.dso.txt
+        grep "%" $logs/$v.comm.txt | head -12
+        grep "%" $logs/$v.dso.txt | head -12
+        grep "%" $logs/$v.sym.txt | head -40 | cut -c1-170
+    done
+    tar -C $logs -czf "$OUT/run15-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -517,6 +543,7 @@ case "${1:-}" in
     device12) device12 ;;
     device13) device13 ;;
     device14) device14 ;;
+    device15) device15 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
