@@ -533,6 +533,22 @@ device15() {
     tar -C $logs -czf "$OUT/run15-results.tar.gz" .
 }
 
+# Batch 16 (issue 12): does the breadcrumbs' cost scale with the number of stage-boundary command
+# buffers? Built by build12 with a temporary, uncommitted switch: EXP_BREADCRUMBS=main records only the
+# two boundaries around MainPass (2 command buffers per camera instead of 5).
+device16() {
+    setup_device
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
+    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    local t0; t0=$(date +%s)
+    EXP_BREADCRUMBS=main timeout -s KILL 200 /tmp/p/realistic_scene --compare --configs 3,1 --rounds 10 \
+        --frames 120 --warmup 20 > $logs/scene-main.out 2> $logs/scene-main.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "ratio|summary" $logs/scene-main.out | cut -c1-400
+    grep -E "panicked|DeviceLost|GPU hang" $logs/scene-main.err | head -3
+    tar -C $logs -czf "$OUT/run16-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -544,6 +560,7 @@ case "${1:-}" in
     device13) device13 ;;
     device14) device14 ;;
     device15) device15 ;;
+    device16) device16 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
