@@ -451,13 +451,30 @@ device12() {
     done
 }
 
+# Batches 13-16: build12's package (perf, its libraries, the unstripped scene) into /tmp/p.
+unpack_perf_package() {
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
+    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+}
+
+# Batches 14 and 16: breadcrumbs off vs everything on, in `rounds` rounds, with the temporary switch
+# EXP_BREADCRUMBS=`variant` (killed after `kill_s` seconds).
+breadcrumbs_on_off() {
+    local variant=$1 rounds=$2 kill_s=$3 t0
+    t0=$(date +%s)
+    EXP_BREADCRUMBS=$variant timeout -s KILL $kill_s /tmp/p/realistic_scene --compare --configs 3,1 \
+        --rounds $rounds --frames 120 --warmup 20 > $logs/scene-$variant.out 2> $logs/scene-$variant.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "ratio|summary" $logs/scene-$variant.out | cut -c1-400
+    grep -E "panicked|DeviceLost|GPU hang" $logs/scene-$variant.err | head -3
+}
+
 # Batch 13 (issue 12): batch 12's profile with DWARF call graphs (release binaries have no frame
 # pointers), so the breadcrumb systems' inclusive share of the process shows; then the two
 # breadcrumb configurations alone, eight rounds, with per-round paired ratios. Uses build12's package.
 device13() {
     setup_device
-    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
-    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    unpack_perf_package
     echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
     local c a t0
     for c in no-breadcrumbs all; do
@@ -492,17 +509,11 @@ create_command_encoder|queue_submit|Queue.*submit|render_system|RenderGraph|work
 # work). Each: breadcrumbs on vs off, eight rounds.
 device14() {
     setup_device
-    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
-    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
-    local v t0
+    unpack_perf_package
+    local v
     for v in unchanged none top; do
         echo "== EXP_BREADCRUMBS=$v"
-        t0=$(date +%s)
-        EXP_BREADCRUMBS=$v timeout -s KILL 170 /tmp/p/realistic_scene --compare --configs 3,1 --rounds 8 \
-            --frames 120 --warmup 20 > $logs/scene-$v.out 2> $logs/scene-$v.err
-        echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
-        grep -E "ratio|summary" $logs/scene-$v.out | cut -c1-400
-        grep -E "panicked|DeviceLost|GPU hang" $logs/scene-$v.err | head -3
+        breadcrumbs_on_off $v 8 170
     done
     tar -C $logs -czf "$OUT/run14-results.tar.gz" .
 }
@@ -512,8 +523,7 @@ device14() {
 # graphs: batch 13's DWARF unwinding did not finish in 100 s). Same package as batch 14.
 device15() {
     setup_device
-    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
-    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    unpack_perf_package
     echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
     local v t0 r
     for v in none unchanged; do
@@ -538,14 +548,8 @@ device15() {
 # two boundaries around MainPass (2 command buffers per camera instead of 5).
 device16() {
     setup_device
-    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
-    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
-    local t0; t0=$(date +%s)
-    EXP_BREADCRUMBS=main timeout -s KILL 200 /tmp/p/realistic_scene --compare --configs 3,1 --rounds 10 \
-        --frames 120 --warmup 20 > $logs/scene-main.out 2> $logs/scene-main.err
-    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
-    grep -E "ratio|summary" $logs/scene-main.out | cut -c1-400
-    grep -E "panicked|DeviceLost|GPU hang" $logs/scene-main.err | head -3
+    unpack_perf_package
+    breadcrumbs_on_off main 10 200
     tar -C $logs -czf "$OUT/run16-results.tar.gz" .
 }
 
@@ -571,5 +575,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | device | device2 | device3 | device4 | device5 | device6 | device7 | device8 | device9"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | device | device2 … device16"; exit 2 ;;
 esac
