@@ -602,24 +602,22 @@ fn compare(args: &Args) {
 /// median of the per-round ratios (both ran in the same round, minutes apart at most, so drifts of
 /// the machine cancel), with every round's ratio so the spread shows.
 fn print_ratio(what: &str, a: &ConfigRuns, b: &ConfigRuns) {
-    let paired: Vec<f64> = a
-        .median_us
-        .iter()
-        .zip(&b.median_us)
-        .map(|(x, y)| x / y)
-        .collect();
-    let paired_cpu: Vec<f64> = a.cpu_us.iter().zip(&b.cpu_us).map(|(x, y)| x / y).collect();
+    let per_round =
+        |x: &[f64], y: &[f64]| -> Vec<f64> { x.iter().zip(y).map(|(x, y)| x / y).collect() };
+    let paired = per_round(&a.median_us, &b.median_us);
+    let paired_cpu = per_round(&a.cpu_us, &b.cpu_us);
     let list = |v: &[f64]| {
         v.iter()
             .map(|r| format!("{r:.3}"))
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let frame = median(&a.median_us) / median(&b.median_us);
     println!(
         "realistic_scene ratio [{what}]: median {:.3} ({:+.1}%), p90 {:.3}, CPU/frame {:.3}; \
          per round: median {:.3} [{}], CPU/frame {:.3} [{}]",
-        median(&a.median_us) / median(&b.median_us),
-        (median(&a.median_us) / median(&b.median_us) - 1.0) * 100.0,
+        frame,
+        (frame - 1.0) * 100.0,
         median(&a.p90_us) / median(&b.p90_us),
         median(&a.cpu_us) / median(&b.cpu_us),
         median(&paired),
