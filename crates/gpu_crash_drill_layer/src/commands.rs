@@ -614,13 +614,14 @@ enum HangClaim {
     Deferred,
 }
 
-/// `hang-in-pass`: the first matching label begun after the threshold in a primary command buffer of
-/// a graphics/compute family gets the wait (marked recorded here when it goes in at once).
+/// `hang-in-pass`: the first (or `#n`-th) matching label begun after the threshold in a primary
+/// command buffer of a graphics/compute family gets the wait (marked recorded here when it goes in at once).
 fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
     let config = &dev.instance.config;
     let Some(Scenario::HangInPass(want)) = &config.scenario else {
         return None;
     };
+    let (want, occurrence) = crate::config::hang_in_pass_target(want);
     if name != want.as_bytes() || dev.fns.cmd_wait_events.is_none() {
         return None;
     }
@@ -630,6 +631,10 @@ fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
     }
     let family = st.commands.primary_family(cb)?;
     if !family_can_wait(dev, family) {
+        return None;
+    }
+    st.fault.hang_labels_seen += 1;
+    if st.fault.hang_labels_seen < occurrence {
         return None;
     }
     if st.commands.insertable(cb).is_none() {

@@ -22,6 +22,7 @@ pub(crate) enum Scenario {
     Stall(u64),
     /// Right after the application begins the debug label with this name (`vkCmdBeginDebugUtilsLabelEXT`),
     /// the GPU waits on a layer event that is never set: it hangs inside that labelled region.
+    /// `<label>#<n>` picks the n-th such label after the threshold (e.g. the second camera's pass).
     HangInPass(String),
 }
 
@@ -76,6 +77,18 @@ impl Scenario {
             Scenario::HangInPass(_) => 5,
             Scenario::Stall(_) => 6,
         }
+    }
+}
+
+/// `hang-in-pass:<label>[#<n>]`: the label, and which of its occurrences after the threshold hangs
+/// (from 1; two cameras begin the same pass label once each per frame, in camera order).
+pub(crate) fn hang_in_pass_target(arg: &str) -> (&str, u32) {
+    match arg.rsplit_once('#') {
+        Some((label, n)) if !label.is_empty() => match n.parse::<u32>() {
+            Ok(n) if n >= 1 => (label, n),
+            _ => (arg, 1),
+        },
+        _ => (arg, 1),
     }
 }
 
@@ -356,6 +369,14 @@ mod tests {
         assert_eq!((c.after, c.precision), (30, 4096));
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("unknown scenario"));
+        assert_eq!(
+            hang_in_pass_target("main_opaque_pass_3d#2"),
+            ("main_opaque_pass_3d", 2)
+        );
+        assert_eq!(hang_in_pass_target("pass#x"), ("pass#x", 1));
+        assert_eq!(hang_in_pass_target("pass#0"), ("pass#0", 1));
+        assert_eq!(hang_in_pass_target("#3"), ("#3", 1));
+        assert_eq!(hang_in_pass_target("plain"), ("plain", 1));
         let (c, lines) = parse(Some("hang-in-pass"), None, None, None);
         assert_eq!(c.scenario, None);
         assert!(

@@ -90,6 +90,8 @@ pub(crate) struct FaultState {
     khr_pending: Vec<DeviceFaultInfoKHR>,
     label_warned: bool,
     pub(crate) wait: WaitInjection,
+    /// `hang-in-pass`: matching labels seen after the threshold (the wait goes at the wanted one).
+    pub(crate) hang_labels_seen: u32,
     /// `after-rebind`: the GPU is "dead" (submissions swallowed) and this many were swallowed so far.
     dead: Option<u64>,
 }
