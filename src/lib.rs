@@ -93,15 +93,29 @@ use index::{AddressIndex, IndexerHandle};
 #[derive(Resource, Clone)]
 pub struct GpuCrashReporter {
     indexer: Arc<IndexerHandle>,
+    sessions: crash::DeviceSessions,
     setup_error: Option<String>,
 }
 
 impl GpuCrashReporter {
-    fn new(indexer: Arc<IndexerHandle>) -> Self {
+    fn new(indexer: Arc<IndexerHandle>, sessions: crash::DeviceSessions) -> Self {
         Self {
             indexer,
+            sessions,
             setup_error: None,
         }
+    }
+
+    /// Command buffers of the plugin's own (breadcrumb markers and each frame's completion marker)
+    /// recorded on the current render device so far: what breadcrumbs cost is counted in these.
+    pub fn marker_command_buffers(&self) -> u64 {
+        self.sessions
+            .current()
+            .and_then(|session| {
+                let timeline = session.timeline.as_ref()?;
+                Some(timeline.marker_command_buffers())
+            })
+            .unwrap_or(0)
     }
 
     /// Folds every binding event published so far and returns the locked index.

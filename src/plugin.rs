@@ -185,7 +185,8 @@ impl Plugin for GpuCrashReporterPlugin {
                 return;
             }
         };
-        let mut reporter = GpuCrashReporter::new(indexer.clone());
+        let sessions = DeviceSessions::default();
+        let mut reporter = GpuCrashReporter::new(indexer.clone(), sessions.clone());
         if app.is_plugin_added::<RenderPlugin>() {
             let message = "GpuCrashReporterPlugin was added after RenderPlugin, so it cannot enable \
                  the fault extensions on the render device. Add it before DefaultPlugins: \

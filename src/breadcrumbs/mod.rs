@@ -6,6 +6,12 @@
 //! `RenderContext::add_command_buffer`. They are written with `VK_AMD_buffer_marker` where the driver
 //! has it (AMD, RADV, NVIDIA); elsewhere only the frame's start and end are marked, with a core
 //! barrier and fill (finer points would serialise the GPU).
+//!
+//! Per frame: one command buffer at the frame's start (it opens the frame and the pre-camera phase),
+//! one per stage boundary of each camera (at most five, see `core_pipeline`), and the frame's end
+//! (submitted by `crash::frames`). Every command buffer costs the render thread real work whatever
+//! it records (a wgpu encoder, a `VkCommandBuffer` begun and ended, a transit buffer wgpu adds at
+//! submit), so shadow views get none.
 
 #[cfg(feature = "core_pipeline")]
 mod core_pipeline;
@@ -23,6 +29,15 @@ use crate::vulkan::markers::{raw_command_buffer, BreadcrumbWriter, MarkerStage};
 /// Label of the breadcrumb around a whole frame's GPU work.
 pub(crate) const FRAME_LABEL: &str = "frame";
 
+/// Label of the phase from the frame's start to the first camera's first stage: Bevy renders the
+/// point- and spot-light shadow views there (each running the camera schedule, GPU preprocessing
+/// included), before any camera.
+pub(crate) const PRE_CAMERA_LABEL: &str = "Before cameras (shadow views, preprocessing)";
+
+/// Marks one command buffer can hold: a camera's first boundary ends the pre-camera phase, ends
+/// nothing else and begins its first stage; later boundaries end one stage and begin the next.
+const MARKS_PER_BUFFER: usize = 3;
+
 /// Records breadcrumbs for the current render device (render world).
 #[derive(Resource, Clone)]
 pub struct BreadcrumbRecorder {
@@ -32,6 +47,15 @@ pub struct BreadcrumbRecorder {
 impl BreadcrumbRecorder {
     pub(crate) fn new(sessions: DeviceSessions) -> Self {
         Self { sessions }
+    }
+
+    /// True when the current device writes pipelined markers (finer than the frame's start and end).
+    fn fine_marks(&self) -> bool {
+        self.sessions.current().is_some_and(|session| {
+            session.timeline.as_ref().is_some_and(|timeline| {
+                timeline.markers().writer() == BreadcrumbWriter::AmdBufferMarker
+            })
+        })
     }
 
     /// A command buffer that marks the start (`Begun`) or end (`Finished`) of `label`, or `None` when
@@ -47,9 +71,9 @@ impl BreadcrumbRecorder {
         self.marks_command_buffer(device, &[Some((label, stage))], camera, fine)
     }
 
-    /// One command buffer with the (at most two) marks of `marks` that are there, in order: a stage
-    /// boundary ends one stage and begins the next in one submission item instead of two (each costs
-    /// wgpu an encoder).
+    /// One command buffer with the marks of `marks` that are there (at most [`MARKS_PER_BUFFER`]), in
+    /// order: a stage boundary ends one stage and begins the next in one submission item instead of
+    /// two (each costs wgpu an encoder).
     pub(crate) fn marks_command_buffer(
         &self,
         device: &RenderDevice,
@@ -66,7 +90,7 @@ impl BreadcrumbRecorder {
         if fine && markers.writer() != BreadcrumbWriter::AmdBufferMarker {
             return None;
         }
-        let mut words = [(0u64, 0usize, MarkerStage::Begun); 2];
+        let mut words = [(0u64, 0usize, MarkerStage::Begun); MARKS_PER_BUFFER];
         let mut count = 0;
         for &(label, stage) in marks.iter().flatten().take(words.len()) {
             let opened = match stage {
@@ -81,6 +105,7 @@ impl BreadcrumbRecorder {
         if count == 0 {
             return None;
         }
+        timeline.count_marker_command_buffer();
         raw_command_buffer(device.wgpu_device(), |command_buffer| {
             for &(frame, word, stage) in &words[..count] {
                 // SAFETY: a fresh recording command buffer of this device, outside any render
@@ -167,12 +192,15 @@ pub(crate) fn install(render_app: &mut SubApp, sessions: DeviceSessions) {
     }
 }
 
-/// Opens the frame's breadcrumb before any of its GPU work.
+/// Opens the frame's breadcrumb before any of its GPU work, and the pre-camera phase (closed by the
+/// first camera's first stage boundary, or by the frame's end).
 #[cfg_attr(not(feature = "core_pipeline"), allow(dead_code))]
 fn mark_frame_start(mut ctx: RenderContext, recorder: Res<BreadcrumbRecorder>) {
     let device = ctx.render_device().clone();
-    if let Some(buffer) =
-        recorder.command_buffer(&device, FRAME_LABEL, None, MarkerStage::Begun, false)
+    let frame = Some((FRAME_LABEL, MarkerStage::Begun));
+    let fine = recorder.fine_marks();
+    let pre_camera = fine.then_some((PRE_CAMERA_LABEL, MarkerStage::Begun));
+    if let Some(buffer) = recorder.marks_command_buffer(&device, &[frame, pre_camera], None, false)
     {
         ctx.add_command_buffer(buffer);
     }

@@ -52,13 +52,16 @@ pub(crate) fn submit_frame_end(
         return;
     }
     *ended = (session.generation, frame);
+    // A frame without a camera never ended its pre-camera phase: it ends with the frame.
+    let pre_camera_end = timeline.close_breadcrumb(crate::breadcrumbs::PRE_CAMERA_LABEL);
     let frame_end = timeline.close_breadcrumb(crate::breadcrumbs::FRAME_LABEL);
     let markers = timeline.markers();
+    timeline.count_marker_command_buffer();
     let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
         // SAFETY: a fresh recording command buffer of this device, outside any render pass; the
         // words come from the timeline's layout.
         unsafe {
-            if let Some((_, word)) = frame_end {
+            for (_, word) in [pre_camera_end, frame_end].into_iter().flatten() {
                 markers.record_marker(command_buffer, MarkerStage::Finished, word, frame as u32);
             }
             markers.record_after_all_work(command_buffer, COMPLETED_WORD, frame as u32);

@@ -40,7 +40,7 @@ impl BreadcrumbState {
 pub struct GpuBreadcrumb {
     /// What ran, e.g. `Core3d MainPass`, or a game's own label.
     pub label: String,
-    /// The camera it ran for (its `Name`, else its entity), if any.
+    /// The camera it ran for (its `Name`, else its kind and order, e.g. `Camera3d #0`), if any.
     pub camera: Option<String>,
     /// How far the GPU got.
     pub state: BreadcrumbState,
@@ -63,9 +63,28 @@ pub struct FrameBreadcrumbs {
     pub frame: u64,
     /// In recording order.
     pub breadcrumbs: Vec<GpuBreadcrumb>,
+    /// Breadcrumbs the frame's marker budget had no room for: the list ran out after
+    /// `breadcrumbs.len()` and these came later (0: nothing was dropped).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl FrameBreadcrumbs {
+    /// `breadcrumbs ran out after N (M more not recorded)`, when the budget ran out.
+    pub fn ran_out(&self) -> Option<String> {
+        (self.dropped > 0).then(|| {
+            format!(
+                "breadcrumbs ran out after {} ({} more not recorded)",
+                self.breadcrumbs.len(),
+                self.dropped
+            )
+        })
+    }
+
     /// The innermost breadcrumb the GPU was inside: the last one started and not finished.
     pub fn in_flight(&self) -> Option<&GpuBreadcrumb> {
         self.breadcrumbs

@@ -45,6 +45,8 @@ pub(crate) struct FrameEntry {
     /// When the watchdog first saw the GPU finish it.
     pub completed_seen_at: Option<Instant>,
     pub breadcrumbs: Vec<Breadcrumb>,
+    /// Breadcrumbs that did not fit in the frame's marker slot (none recorded for them).
+    pub breadcrumbs_dropped: u32,
 }
 
 #[derive(Default)]
@@ -63,6 +65,8 @@ pub(crate) struct GpuTimeline {
     ledger: Mutex<Ledger>,
     /// The last frame whose completion marker was submitted (0: none yet).
     last_submitted: AtomicU64,
+    /// Command buffers of our own recorded for breadcrumbs and frame ends, since the device started.
+    marker_command_buffers: AtomicU64,
 }
 
 impl GpuTimeline {
@@ -71,11 +75,24 @@ impl GpuTimeline {
             markers,
             ledger: Mutex::default(),
             last_submitted: AtomicU64::new(0),
+            marker_command_buffers: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn markers(&self) -> &MarkerBuffer {
         &self.markers
+    }
+
+    /// Counts one command buffer of ours (render thread).
+    pub(crate) fn count_marker_command_buffer(&self) {
+        // Relaxed: a statistic; nothing is ordered by it.
+        self.marker_command_buffers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Command buffers of ours recorded so far on this device.
+    pub(crate) fn marker_command_buffers(&self) -> u64 {
+        // Relaxed: a statistic, read for benchmarks.
+        self.marker_command_buffers.load(Ordering::Relaxed)
     }
 
     fn ledger(&self) -> MutexGuard<'_, Ledger> {
@@ -116,12 +133,13 @@ impl GpuTimeline {
             submitted_at: None,
             completed_seen_at: None,
             breadcrumbs: Vec::new(),
+            breadcrumbs_dropped: 0,
         });
         frame
     }
 
     /// Render thread: opens a breadcrumb in the current frame and returns its marker word, or `None`
-    /// when the frame's markers are used up.
+    /// when the frame's markers are used up (counted, so the report says the list ran out).
     pub(crate) fn open_breadcrumb(
         &self,
         label: &'static str,
@@ -131,6 +149,7 @@ impl GpuTimeline {
         let entry = ledger.frames.back_mut()?;
         let marker = entry.breadcrumbs.len() * 2;
         if marker + 1 >= MARKERS_PER_FRAME {
+            entry.breadcrumbs_dropped += 1;
             return None;
         }
         entry.breadcrumbs.push(Breadcrumb {
@@ -245,6 +264,7 @@ impl GpuTimeline {
             .filter_map(|frame| Self::entry(&ledger, frame))
             .map(|entry| FrameBreadcrumbs {
                 frame: entry.frame,
+                dropped: entry.breadcrumbs_dropped,
                 breadcrumbs: entry
                     .breadcrumbs
                     .iter()

@@ -129,6 +129,11 @@ pub(crate) fn build_report(
         .timeline
         .map(GpuTimeline::breadcrumbs_in_flight)
         .unwrap_or_default();
+    notes.extend(
+        breadcrumbs
+            .iter()
+            .filter_map(|f| f.ran_out().map(|line| format!("frame {}: {line}", f.frame))),
+    );
     let gpu_stage = breadcrumbs
         .first()
         .and_then(|f| f.in_flight().map(|b| (f.frame, b.describe())));

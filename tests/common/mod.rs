@@ -36,29 +36,48 @@ pub fn exit_process(exit: AppExit) -> ! {
     })
 }
 
+/// Where Debian's validation layer manifest lives (`VK_LAYER_PATH` replaces the default search, so a
+/// path that adds the drill layer must name it too).
+pub const SYSTEM_LAYER_DIR: &str = "/usr/share/vulkan/explicit_layer.d";
+
 /// Enables the Khronos validation layer for every instance of this process and makes it write every
 /// message to `log`. Returns the log path.
 pub fn enable_validation_layer(dir: &Path) -> PathBuf {
+    let log = validation_settings(dir, false);
+    std::env::set_var("VK_LAYER_SETTINGS_PATH", dir.join("vk_layer_settings.txt"));
+    std::env::set_var("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
+    log
+}
+
+/// Writes `dir/vk_layer_settings.txt` for the validation layer: every message into the returned log
+/// file, with synchronization validation when `sync` is set. For `VK_LAYER_SETTINGS_PATH`.
+pub fn validation_settings(dir: &Path, sync: bool) -> PathBuf {
     assert!(
-        Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists(),
+        Path::new(SYSTEM_LAYER_DIR)
+            .join("VkLayer_khronos_validation.json")
+            .exists(),
         "the Khronos validation layer is missing: apt-get install vulkan-validationlayers"
     );
     std::fs::create_dir_all(dir).unwrap();
     let log = dir.join("validation.log");
     let _ = std::fs::remove_file(&log);
-    let settings = dir.join("vk_layer_settings.txt");
+    let sync = if sync {
+        // Both spellings: older layers read `enables`, newer ones `validate_sync`.
+        "khronos_validation.enables = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT\n\
+         khronos_validation.validate_sync = true\n"
+    } else {
+        ""
+    };
     std::fs::write(
-        &settings,
+        dir.join("vk_layer_settings.txt"),
         format!(
             "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n\
              khronos_validation.report_flags = error,warn,info\n\
-             khronos_validation.log_filename = {}\n",
+             khronos_validation.log_filename = {}\n{sync}",
             log.display()
         ),
     )
     .unwrap();
-    std::env::set_var("VK_LAYER_SETTINGS_PATH", &settings);
-    std::env::set_var("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
     log
 }
 
@@ -154,4 +173,63 @@ pub fn child_command(reports_dir: &Path, drill: Option<&str>) -> std::process::C
             .env("GPU_CRASH_DRILL", scenario);
     }
     command
+}
+
+/// Shadow map sizes for test scenes: lavapipe rasterises every cube face and cascade on the CPU.
+pub const POINT_SHADOW_MAP: usize = 128;
+pub const DIRECTIONAL_SHADOW_MAP: usize = 256;
+
+/// What a small game level has besides its cameras: a ground plane, nine meshes of three shapes, a
+/// shadowed directional light (4 cascades) and `point_lights` shadowed point lights (6 shadow views
+/// each, rendered before the cameras).
+pub fn shadowed_scene(
+    commands: &mut Commands,
+    meshes: &mut Assets<Mesh>,
+    materials: &mut Assets<StandardMaterial>,
+    point_lights: usize,
+) {
+    let ground = materials.add(StandardMaterial {
+        base_color: Color::srgb(0.3, 0.5, 0.3),
+        perceptual_roughness: 0.9,
+        ..default()
+    });
+    let painted = materials.add(StandardMaterial {
+        base_color: Color::srgb(0.8, 0.2, 0.1),
+        ..default()
+    });
+    commands.spawn((
+        Mesh3d(meshes.add(Plane3d::default().mesh().size(20.0, 20.0))),
+        MeshMaterial3d(ground),
+    ));
+    let shapes = [
+        meshes.add(Cuboid::default()),
+        meshes.add(Sphere::new(0.6).mesh().uv(16, 8)),
+        meshes.add(Torus::new(0.3, 0.7)),
+    ];
+    for (i, shape) in shapes.iter().cycle().take(9).enumerate() {
+        let (x, z) = ((i % 3) as f32 * 2.5 - 2.5, (i / 3) as f32 * 2.5 - 2.5);
+        commands.spawn((
+            Mesh3d(shape.clone()),
+            MeshMaterial3d(painted.clone()),
+            Transform::from_xyz(x, 0.7, z),
+        ));
+    }
+    commands.spawn((
+        DirectionalLight {
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(3.0, 8.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    for i in 0..point_lights {
+        let angle = i as f32 * std::f32::consts::TAU / point_lights as f32;
+        commands.spawn((
+            PointLight {
+                intensity: 200_000.0,
+                shadow_maps_enabled: true,
+                ..default()
+            },
+            Transform::from_xyz(4.0 * angle.cos(), 3.0, 4.0 * angle.sin()),
+        ));
+    }
 }
