@@ -370,7 +370,11 @@ fn start_device_session(
     };
     let generation = outcome.device_callback_runs;
     drop(outcome);
-    let timeline = match crate::vulkan::create_marker_buffer(&device, capabilities.buffer_marker) {
+    let timeline = match crate::vulkan::create_marker_buffer(
+        &device,
+        capabilities.buffer_marker,
+        capabilities.debug_utils,
+    ) {
         Ok(markers) => {
             capabilities.gpu_progress = true;
             capabilities.breadcrumbs = Some(markers.writer());

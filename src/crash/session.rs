@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bevy::prelude::Resource;
 use bevy::render::renderer::RenderDevice;
@@ -34,23 +35,30 @@ impl DeviceSession {
     }
 }
 
+/// Longest wait for the GPU when a device's session ends (app exit, renderer recovery): a hung GPU
+/// must not freeze the exit.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
 impl Drop for DeviceSession {
-    /// On a clean shutdown (the GPU finished everything we submitted, the device is not lost), waits
-    /// for wgpu to see it too and lets the marker memory be freed; a hung or lost device keeps it.
+    /// Lets the GPU finish what we submitted (bounded; skipped on a lost device, where nothing runs
+    /// any more) before the marker memory is freed: it goes with this session, while the device still
+    /// lives (the marker buffer holds a device handle of its own).
     fn drop(&mut self) {
         let Some(timeline) = &self.timeline else {
             return;
         };
-        if self.is_lost() || timeline.completed() < timeline.last_submitted() {
+        if self.is_lost() || timeline.completed() >= timeline.last_submitted() {
             return;
         }
-        if self
-            .device
-            .wgpu_device()
-            .poll(wgpu::PollType::wait_indefinitely())
-            .is_ok()
-        {
-            timeline.markers().allow_free();
+        let waited = self.device.wgpu_device().poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(RELEASE_WAIT),
+        });
+        if let Err(err) = waited {
+            bevy::log::warn!(
+                "GPU crash reporter: the GPU did not finish its work within {RELEASE_WAIT:?} ({err}); \
+                 freeing the progress markers anyway, before the device goes"
+            );
         }
     }
 }
@@ -82,7 +90,6 @@ impl DeviceSessions {
         capabilities: GpuCrashCapabilities,
         timeline: Option<GpuTimeline>,
     ) -> Arc<DeviceSession> {
-        let mut sessions = self.lock();
         let session = Arc::new(DeviceSession {
             generation,
             device,
@@ -90,7 +97,10 @@ impl DeviceSessions {
             timeline,
             loss_reported: AtomicBool::new(false),
         });
-        sessions.current = Some(session.clone());
+        let previous = self.lock().current.replace(session.clone());
+        // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog
+        // takes this lock every tick.
+        drop(previous);
         session
     }
 }

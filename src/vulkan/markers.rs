@@ -11,9 +11,9 @@
 //! - then [`FRAME_SLOTS`] slots of [`MARKERS_PER_FRAME`] words: the breadcrumbs of frame `f` live in
 //!   slot `f % FRAME_SLOTS`; a marker was reached when its word holds `f`.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ash::vk;
 
@@ -30,6 +30,27 @@ pub(crate) const WORDS: usize = 2 + FRAME_SLOTS * MARKERS_PER_FRAME;
 pub(crate) fn marker_word(frame: u64, marker: usize) -> usize {
     debug_assert!(marker < MARKERS_PER_FRAME);
     2 + (frame % FRAME_SLOTS as u64) as usize * MARKERS_PER_FRAME + marker
+}
+
+/// Debug name of the marker buffer (with `VK_EXT_debug_utils`).
+pub(crate) const BUFFER_NAME: &CStr = c"gpu_crash_reporter progress markers";
+/// Debug name of the marker buffer's memory.
+pub(crate) const MEMORY_NAME: &CStr = c"gpu_crash_reporter progress marker memory";
+
+/// Names one of our objects; a failure only costs the name.
+///
+/// # Safety
+/// `namer` belongs to the device that owns `object`, on an instance with `VK_EXT_debug_utils`.
+unsafe fn name_object<T: vk::Handle>(
+    namer: &ash::ext::debug_utils::Device,
+    object: T,
+    name: &CStr,
+) {
+    let info = vk::DebugUtilsObjectNameInfoEXT::default()
+        .object_handle(object)
+        .object_name(name);
+    // SAFETY: the caller's contract; `info` and `name` live across the call.
+    let _ = unsafe { namer.set_debug_utils_object_name(&info) };
 }
 
 /// Where in the pipeline a breadcrumb is written.
@@ -63,9 +84,6 @@ pub(crate) struct MarkerBuffer {
     buffer: vk::Buffer,
     memory: vk::DeviceMemory,
     words: NonNull<AtomicU32>,
-    /// Set once no pending GPU work writes markers any more (clean shutdown): only then does drop
-    /// free the buffer. A hung or lost device keeps it (a few KiB) rather than free memory in use.
-    may_free: AtomicBool,
     /// Keeps the device (e.g. a `RenderDevice` clone) alive for as long as the buffer exists.
     _device_owner: Box<dyn std::any::Any + Send + Sync>,
 }
@@ -96,16 +114,20 @@ pub enum MarkerError {
 }
 
 impl MarkerBuffer {
-    /// Allocates, binds and maps the buffer, zeroed.
+    /// Allocates, binds and maps the buffer, zeroed. With `debug_utils` the buffer and its memory are
+    /// named [`BUFFER_NAME`] / [`MEMORY_NAME`], so validation messages and binding reports about them
+    /// say they are ours.
     ///
     /// # Safety
     /// `device` was created from `physical_device` of `instance`, with `VK_AMD_buffer_marker` enabled
-    /// when `amd_buffer_marker` is true, and `device_owner` keeps it alive.
+    /// when `amd_buffer_marker` is true, `instance` has `VK_EXT_debug_utils` when `debug_utils` is
+    /// true, and `device_owner` keeps the device alive.
     pub(crate) unsafe fn create(
         instance: &ash::Instance,
         physical_device: vk::PhysicalDevice,
         device: &ash::Device,
         amd_buffer_marker: bool,
+        debug_utils: bool,
         device_owner: Box<dyn std::any::Any + Send + Sync>,
     ) -> Result<Self, MarkerError> {
         let size = (WORDS * 4) as vk::DeviceSize;
@@ -117,6 +139,11 @@ impl MarkerBuffer {
         // SAFETY: valid create info on a live device.
         let buffer =
             unsafe { device.create_buffer(&info, None) }.map_err(vulkan("vkCreateBuffer"))?;
+        let namer = debug_utils.then(|| ash::ext::debug_utils::Device::new(instance, device));
+        if let Some(namer) = &namer {
+            // SAFETY: the caller says the instance has VK_EXT_debug_utils; `buffer` is ours, live.
+            unsafe { name_object(namer, buffer, BUFFER_NAME) };
+        }
         // SAFETY: `buffer` was just created on `device`.
         let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
         // SAFETY: valid physical device of `instance`.
@@ -160,6 +187,10 @@ impl MarkerBuffer {
         let memory = unsafe { device.allocate_memory(&allocate, None) }
             .map_err(vulkan("vkAllocateMemory"))
             .map_err(cleanup_buffer)?;
+        if let Some(namer) = &namer {
+            // SAFETY: as for the buffer's name; `memory` is ours, live.
+            unsafe { name_object(namer, memory, MEMORY_NAME) };
+        }
         let cleanup = |err| {
             // SAFETY: neither is in use by the GPU: nothing has been recorded with them yet.
             unsafe {
@@ -192,16 +223,8 @@ impl MarkerBuffer {
             buffer,
             memory,
             words,
-            may_free: AtomicBool::new(false),
             _device_owner: device_owner,
         })
-    }
-
-    /// Says that no pending GPU work writes markers any more, so dropping the buffer may free it.
-    pub(crate) fn allow_free(&self) {
-        // Relaxed: read by `drop`, which runs after every other owner let go (the Arc's own
-        // release/acquire orders this store before it).
-        self.may_free.store(true, Ordering::Relaxed);
     }
 
     /// How breadcrumbs are written on this device.
@@ -312,12 +335,12 @@ impl MarkerBuffer {
 }
 
 impl Drop for MarkerBuffer {
+    /// Frees the buffer and its memory before the device can be destroyed (they must not outlive it,
+    /// VUID-vkDestroyDevice-device-05137): the owner waited, bounded, for the GPU (see
+    /// `DeviceSession`'s drop), or the device is lost and runs nothing.
     fn drop(&mut self) {
-        if !self.may_free.load(Ordering::Relaxed) {
-            return; // the GPU may still write into it (hang, loss): leak a few KiB instead
-        }
-        // SAFETY: `allow_free` says no pending work writes markers; `_device_owner` (dropped after
-        // this body) keeps the device alive; each handle is destroyed once.
+        // SAFETY: `_device_owner` (dropped after this body) keeps the device alive; each handle is
+        // destroyed once; freeing the memory unmaps it; no work of ours is pending (above).
         unsafe {
             self.device.destroy_buffer(self.buffer, None);
             self.device.free_memory(self.memory, None);

@@ -346,19 +346,22 @@ impl VulkanSetup {
 pub(crate) fn create_marker_buffer(
     device: &bevy::render::renderer::RenderDevice,
     amd_buffer_marker: bool,
+    debug_utils: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
     // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
     let hal = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
         .ok_or(markers::MarkerError::NotVulkan)?;
     let instance = hal.shared_instance().raw_instance();
     // SAFETY: the device is wgpu's live device of that instance and physical device; the extension
-    // flag says what the device callback enabled; the RenderDevice clone keeps the device alive.
+    // flags say what the instance and device callbacks enabled; the RenderDevice clone keeps the
+    // device alive.
     unsafe {
         markers::MarkerBuffer::create(
             instance,
             hal.raw_physical_device(),
             hal.raw_device(),
             amd_buffer_marker,
+            debug_utils,
             Box::new(device.clone()),
         )
     }
@@ -369,6 +372,7 @@ pub(crate) fn create_marker_buffer(
 pub(crate) fn create_marker_buffer(
     _device: &bevy::render::renderer::RenderDevice,
     _amd_buffer_marker: bool,
+    _debug_utils: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
     Err(markers::MarkerError::NotVulkan)
 }
