@@ -126,7 +126,8 @@ fn time_frame(
     reporter: Option<Res<GpuCrashReporter>>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    if let Some(summary) = times.frame_started(Instant::now()) {
+    let marker_buffers = reporter.as_ref().map_or(0, |r| r.marker_command_buffers());
+    if let Some(summary) = times.frame_started(Instant::now(), marker_buffers) {
         println!("{}", summary.line("frame_overhead", reporter.as_deref()));
         exit.write(AppExit::Success);
     }

@@ -21,6 +21,8 @@ pub struct FrameTimes {
     times: Vec<Duration>,
     /// Process CPU time (all threads) when measuring began.
     cpu_start: Option<Duration>,
+    /// The plugin's own command buffers recorded when measuring began.
+    marker_buffers_start: u64,
 }
 
 /// What one run measured.
@@ -31,6 +33,8 @@ pub struct FrameSummary {
     pub mean_us: f64,
     pub p90_us: f64,
     pub cpu_us_per_frame: f64,
+    /// The plugin's own command buffers (breadcrumb and frame markers) per timed frame.
+    pub marker_buffers_per_frame: f64,
 }
 
 impl FrameTimes {
@@ -43,17 +47,19 @@ impl FrameTimes {
             seen: 0,
             times: Vec::with_capacity(frames),
             cpu_start: None,
+            marker_buffers_start: 0,
         }
     }
 
     /// Counts a main-world frame starting at `now` (frame time = time between two starts; with
-    /// pipelined rendering that includes waiting for the render world). Returns the summary once,
-    /// when the timed frames are complete.
-    pub fn frame_started(&mut self, now: Instant) -> Option<FrameSummary> {
+    /// pipelined rendering that includes waiting for the render world), with the plugin's own
+    /// command buffers recorded so far. Returns the summary once, when the timed frames are complete.
+    pub fn frame_started(&mut self, now: Instant, marker_buffers: u64) -> Option<FrameSummary> {
         if let Some(last) = self.last.replace(now) {
             self.seen += 1;
             if self.seen == self.warmup {
                 self.cpu_start = process_cpu_time();
+                self.marker_buffers_start = marker_buffers;
             }
             if self.seen > self.warmup {
                 self.times.push(now - last);
@@ -77,27 +83,32 @@ impl FrameTimes {
                 (Some(a), Some(b)) => us(b.saturating_sub(a)) / n as f64,
                 _ => f64::NAN,
             },
+            marker_buffers_per_frame: marker_buffers.saturating_sub(self.marker_buffers_start)
+                as f64
+                / n as f64,
         })
     }
 }
 
 impl FrameSummary {
     /// `<program> plugin=.. frames=.. median_us=.. mean_us=.. p90_us=.. cpu_us_per_frame=.. events=..
-    /// dropped=..` (events: binding events the reporter indexed; 0 without the plugin or where the
-    /// driver gives no binding report).
+    /// dropped=.. marker_cbs_per_frame=..` (events: binding events the reporter indexed; 0 without the
+    /// plugin or where the driver gives no binding report; marker_cbs: the plugin's own command
+    /// buffers).
     pub fn line(&self, program: &str, reporter: Option<&GpuCrashReporter>) -> String {
         let (events, dropped) = reporter
             .map(|r| (r.index_stats().events, r.binding_events_dropped()))
             .unwrap_or((0, 0));
         format!(
             "{program} plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} \
-             cpu_us_per_frame={:.1} events={events} dropped={dropped}",
+             cpu_us_per_frame={:.1} events={events} dropped={dropped} marker_cbs_per_frame={:.2}",
             self.plugin,
             self.frames,
             self.median_us,
             self.mean_us,
             self.p90_us,
             self.cpu_us_per_frame,
+            self.marker_buffers_per_frame,
         )
     }
 }
@@ -131,10 +142,12 @@ pub struct RunResult {
     /// Everything the child printed.
     pub stdout: String,
     pub median_us: f64,
+    pub mean_us: f64,
     pub p90_us: f64,
     pub cpu_us: f64,
     pub events: u64,
     pub dropped: u64,
+    pub marker_cbs_per_frame: f64,
 }
 
 /// Runs this executable again with `args` and the flag of configuration `plugin`, and reads back the
@@ -178,6 +191,8 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
     };
     RunResult {
         median_us: field("median_us"),
+        mean_us: field("mean_us"),
+        marker_cbs_per_frame: field("marker_cbs_per_frame"),
         p90_us: field("p90_us"),
         cpu_us: field("cpu_us_per_frame"),
         events: field("events") as u64,

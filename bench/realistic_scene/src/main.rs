@@ -471,7 +471,8 @@ fn time_frame(
     adapter: Option<Res<RenderAdapterInfo>>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    let Some(summary) = times.frame_started(Instant::now()) else {
+    let marker_buffers = reporter.as_ref().map_or(0, |r| r.marker_command_buffers());
+    let Some(summary) = times.frame_started(Instant::now(), marker_buffers) else {
         return;
     };
     println!(
@@ -526,6 +527,8 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
 #[derive(Default)]
 struct ConfigRuns {
     median_us: Vec<f64>,
+    mean_us: Vec<f64>,
+    marker_cbs: Vec<f64>,
     p90_us: Vec<f64>,
     cpu_us: Vec<f64>,
     events: Vec<u64>,
@@ -559,6 +562,8 @@ fn compare(args: &Args) {
             let r = run_child(args, plugin);
             let c = &mut runs[plugin as usize];
             c.median_us.push(r.median_us);
+            c.mean_us.push(r.mean_us);
+            c.marker_cbs.push(r.marker_cbs_per_frame);
             c.p90_us.push(r.p90_us);
             c.cpu_us.push(r.cpu_us);
             c.events.push(r.events);
@@ -569,16 +574,18 @@ fn compare(args: &Args) {
         let c = &runs[plugin as usize];
         let rounds: Vec<String> = c.median_us.iter().map(|m| format!("{m:.0}")).collect();
         println!(
-            "realistic_scene summary [{}]: median frame {:.1} us, p90 {:.1} us, CPU/frame {:.1} us \
-             (medians over rounds); round medians [{}] us; binding events per run {:?}, dropped \
-             {:?}",
+            "realistic_scene summary [{}]: median frame {:.1} us, mean frame {:.1} us, p90 {:.1} \
+             us, CPU/frame {:.1} us (medians over rounds); round medians [{}] us; binding events \
+             per run {:?}, dropped {:?}; marker command buffers per frame {:?}",
             config_name(plugin),
             median(&c.median_us),
+            median(&c.mean_us),
             median(&c.p90_us),
             median(&c.cpu_us),
             rounds.join(", "),
             c.events,
             c.dropped,
+            c.marker_cbs,
         );
     }
     let ran = |c: u8| configs.contains(&c);
@@ -600,11 +607,14 @@ fn compare(args: &Args) {
 
 /// Two ways to compare configuration `a` with `b`: the ratio of their medians over rounds, and the
 /// median of the per-round ratios (both ran in the same round, minutes apart at most, so drifts of
-/// the machine cancel), with every round's ratio so the spread shows.
+/// the machine cancel), with every round's ratio so the spread shows. Per round both the runs'
+/// median and mean frames: on the H200 frame times are bimodal and a run's median can jump between
+/// the modes, its mean does not.
 fn print_ratio(what: &str, a: &ConfigRuns, b: &ConfigRuns) {
     let per_round =
         |x: &[f64], y: &[f64]| -> Vec<f64> { x.iter().zip(y).map(|(x, y)| x / y).collect() };
     let paired = per_round(&a.median_us, &b.median_us);
+    let paired_mean = per_round(&a.mean_us, &b.mean_us);
     let paired_cpu = per_round(&a.cpu_us, &b.cpu_us);
     let list = |v: &[f64]| {
         v.iter()
@@ -615,13 +625,15 @@ fn print_ratio(what: &str, a: &ConfigRuns, b: &ConfigRuns) {
     let frame = median(&a.median_us) / median(&b.median_us);
     println!(
         "realistic_scene ratio [{what}]: median {:.3} ({:+.1}%), p90 {:.3}, CPU/frame {:.3}; \
-         per round: median {:.3} [{}], CPU/frame {:.3} [{}]",
+         per round: median {:.3} [{}], mean {:.3} [{}], CPU/frame {:.3} [{}]",
         frame,
         (frame - 1.0) * 100.0,
         median(&a.p90_us) / median(&b.p90_us),
         median(&a.cpu_us) / median(&b.cpu_us),
         median(&paired),
         list(&paired),
+        median(&paired_mean),
+        list(&paired_mean),
         median(&paired_cpu),
         list(&paired_cpu),
     );
