@@ -234,7 +234,6 @@ impl Plugin for GpuCrashReporterPlugin {
                 warn!("GPU crash reporter: could not start the upload thread: {err}");
             }
         }
-        let sessions = DeviceSessions::default();
         let crash = CrashHandling::new(
             reporter.clone(),
             sessions.clone(),
