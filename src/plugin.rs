@@ -301,19 +301,19 @@ impl Plugin for GpuCrashReporterPlugin {
                 .add_systems(RenderStartup, start_device_session)
                 .add_systems(
                     Render,
-                    (
-                        begin_gpu_frame
-                            .in_set(RenderSystems::Render)
-                            .before(render_system),
-                        // PostCleanup: after the app's own Cleanup-time submissions, so they count as this frame's.
-                        submit_frame_end.in_set(RenderSystems::PostCleanup),
-                    ),
+                    begin_gpu_frame
+                        .in_set(RenderSystems::Render)
+                        .before(render_system),
                 )
                 .add_systems(
                     RenderGraph,
-                    mark_frame_submitting
-                        .after(RenderGraphSystems::Render)
-                        .before(RenderGraphSystems::Submit),
+                    (
+                        mark_frame_submitting
+                            .after(RenderGraphSystems::Render)
+                            .before(RenderGraphSystems::Submit),
+                        // Right after the graph's submit, before Bevy presents (see the system).
+                        submit_frame_end.in_set(RenderGraphSystems::Finish),
+                    ),
                 );
             crate::breadcrumbs::install(render_app, sessions);
         }

@@ -2,6 +2,9 @@
 //! - a healthy pause (main thread blocked, or no frames at all) is never a hang;
 //! - a real GPU stall shorter than `hang_timeout` writes nothing, and a later real hang in the same
 //!   process is still reported;
+//! - the render thread blocked after the frame's submit (a Cleanup-time system, a present waiting for
+//!   vsync) and the whole process stopped (SIGSTOP) are not hangs, and a later real hang in the same
+//!   process is still reported;
 //! - the drill's `hang` is reported within `hang_timeout` + 1 s;
 //! - a use-after-free whose range is re-bound before the loss is seen resolves as of the fault.
 //!
@@ -154,6 +157,85 @@ fn a_short_stall_writes_nothing_and_a_later_real_hang_is_still_reported() {
     );
 }
 
+/// The frame's completion marker goes to the GPU before Bevy presents and before Cleanup: a render
+/// thread blocked there for three timeouts is the CPU's time, not the GPU's.
+#[test]
+fn render_thread_blocked_after_the_submit_is_not_a_hang_and_a_later_real_hang_is() {
+    let run = run("cleanup-block", "cleanup-block-then-hang", None, &[]);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains("truth child: render thread blocked"),
+        "the render thread blocked: {stderr}"
+    );
+    assert!(
+        stderr.contains("truth child: GPU hang recorded"),
+        "the child hung the GPU itself later: {stderr}"
+    );
+    assert!(run.took >= HANG_TIMEOUT * 3, "the block happened");
+    assert_eq!(run.output.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        run.reports.len(),
+        1,
+        "only the real hang: {:#?}",
+        run.reports
+    );
+    let report = &run.reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang);
+    let pending = report.hang.as_ref().unwrap().oldest_pending_frame;
+    assert!(
+        pending > 100,
+        "the hang came after the block: frame {pending}"
+    );
+}
+
+/// The whole process stopped for three timeouts (a debugger, SIGSTOP, a laptop asleep with the game
+/// open), then continued: the watchdog's first tick after the stop restarts its stall clock instead of
+/// counting the stop as the GPU's. A real hang later in the same process is still reported.
+#[test]
+fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
+    use std::io::{BufRead, BufReader};
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = common::scratch_dir("truth-sigstop");
+    let reports_dir = dir.join("reports");
+    let mut command = common::child_command(&reports_dir, None);
+    command
+        .env("TRUTH_MODE", "stop-then-hang")
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("spawn child");
+    let pid = child.id() as i32;
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut log = String::new();
+    let mut stopped = false;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        if !stopped && line.contains("truth child: stop me") {
+            stopped = true;
+            // SAFETY: plain signals to our own child process.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(HANG_TIMEOUT * 3);
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+        log.push_str(&line);
+        log.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert!(stopped, "the child never asked to be stopped: {log}");
+    assert!(
+        log.contains("truth child: GPU hang recorded"),
+        "the child hung the GPU itself later: {log}"
+    );
+    assert_eq!(status.code(), Some(3), "{log}");
+    let reports = common::read_reports(&reports_dir);
+    assert_eq!(reports.len(), 1, "only the real hang: {reports:#?}");
+    let pending = reports[0].hang.as_ref().unwrap().oldest_pending_frame;
+    assert!(
+        pending > 100,
+        "the hang came after the stop: frame {pending}"
+    );
+}
+
 /// Found as a user: the range the drill faulted in gets re-bound by the next frame's buffer before
 /// the report is built. The layer delays the loss until that re-bind (deterministic); the verdict
 /// must still be use-after-free of the freed buffer, with the re-bind listed as after the fault.
@@ -303,7 +385,9 @@ fn drive(mode: Res<Mode>, mut frame: Local<u32>, mut exit: MessageWriter<AppExit
 }
 
 /// Render world: in `stall-then-hang` mode, at frame 150 (long after the layer's stall at submission
-/// 30 ended), records a real GPU hang: a wait on an event nobody sets.
+/// 30 ended), records a real GPU hang: a wait on an event nobody sets. `cleanup-block-then-hang`
+/// first blocks the render thread here (Cleanup, after the frame's submit) for three timeouts at
+/// frame 40; `stop-then-hang` asks the parent to stop the process at frame 40.
 fn hang_gpu_when_asked(
     mode: Res<Mode>,
     device: Res<RenderDevice>,
@@ -311,8 +395,18 @@ fn hang_gpu_when_asked(
     mut frame: Local<u32>,
 ) {
     *frame += 1;
-    if mode.0 != "stall-then-hang" || *frame != 150 {
-        return;
+    match (mode.0.as_str(), *frame) {
+        ("cleanup-block-then-hang", 40) => {
+            eprintln!("truth child: render thread blocked");
+            std::thread::sleep(HANG_TIMEOUT * 3);
+            return;
+        }
+        ("stop-then-hang", 40) => {
+            eprintln!("truth child: stop me");
+            return;
+        }
+        ("stall-then-hang" | "cleanup-block-then-hang" | "stop-then-hang", 150) => {}
+        _ => return,
     }
     // SAFETY: raw handles of wgpu's live Vulkan device; the event is never destroyed (the process
     // ends with the hang report).

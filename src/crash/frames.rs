@@ -30,9 +30,13 @@ pub(crate) fn mark_frame_submitting(crash: Res<CrashHandling>) {
     }
 }
 
-/// Render world, after the frame's submits: submits a command buffer of our own that writes the
-/// frame number once every earlier command on the queue has finished. Our own submission, so the
-/// completion word is written whatever else the frame did or did not submit.
+/// Render graph, right after the frame's work is submitted and before Bevy presents: submits a command
+/// buffer of our own that writes the frame number once every earlier command on the queue has
+/// finished. Our own submission, so the completion word is written whatever else the frame did or did
+/// not submit. Before present, so whatever blocks the render thread later in the frame (a present
+/// waiting for vsync in a hidden window, a Cleanup-time system doing file I/O, a debugger) is never
+/// counted as the GPU not finishing; work submitted later in the frame (screenshots, the app's own
+/// Cleanup-time submissions) is covered by the next frame's marker, which the GPU writes after it.
 pub(crate) fn submit_frame_end(
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,

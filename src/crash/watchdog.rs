@@ -31,9 +31,14 @@ impl Watchdog {
                 .name("gpu-crash-watchdog".into())
                 .spawn(move || {
                     let mut watched: Option<(u32, HangRule)> = None;
+                    let mut last_tick = Instant::now();
                     // Acquire: pairs with the Release in Drop.
                     while !stop.load(Ordering::Acquire) {
                         std::thread::park_timeout(tick);
+                        let now = Instant::now();
+                        let stopped =
+                            now.saturating_duration_since(last_tick) > stopped_after(tick);
+                        last_tick = now;
                         let Some(session) = sessions.current() else {
                             continue;
                         };
@@ -51,7 +56,9 @@ impl Watchdog {
                                     .1
                             }
                         };
-                        let now = Instant::now();
+                        if stopped {
+                            rule.resume(now);
+                        }
                         let (completed, pending) = timeline.pending(now);
                         if let Some(stall) = rule.observe(now, completed, pending) {
                             if !stop.load(Ordering::Acquire) {
@@ -66,6 +73,13 @@ impl Watchdog {
             thread: Some(thread),
         })
     }
+}
+
+/// A tick this much later than its period means the process was stopped (a debugger, SIGSTOP, a
+/// machine that slept with the game open), not that the GPU was slow: far beyond any scheduling delay
+/// of a loaded machine, and well below a hang timeout (the tick is a twentieth of it).
+fn stopped_after(tick: Duration) -> Duration {
+    (tick * 8).max(Duration::from_secs(1))
 }
 
 impl Drop for Watchdog {

@@ -47,6 +47,13 @@ impl HangRule {
         }
     }
 
+    /// The watchdog was not scheduled from `stopped_at` to `now` (the whole process was stopped: a
+    /// debugger, SIGSTOP, a machine that slept): the GPU's progress in that time went unseen, so the
+    /// stall clock restarts at `now` and the rule judges afresh from there.
+    pub(crate) fn resume(&mut self, now: Instant) {
+        self.progress_at = Some(now);
+    }
+
     /// One watchdog tick: `completed` is the last frame the GPU finished, `pending` the oldest work
     /// not finished (if any). Returns a stall the first time it has lasted `timeout`; a stall already
     /// returned is not returned again until the GPU makes progress.
@@ -138,6 +145,21 @@ mod tests {
         assert!(rule
             .observe(at + T * 3, 11, pending(12, at + T * 2))
             .is_some());
+    }
+
+    #[test]
+    fn after_a_stopped_process_resumes_the_stall_is_judged_afresh() {
+        let start = Instant::now();
+        let mut rule = HangRule::new(T);
+        assert_eq!(rule.observe(start, 7, pending(8, start)), None);
+        // The process was stopped for three timeouts; frame 8 still reads pending on the first tick.
+        let woke = start + T * 3;
+        rule.resume(woke);
+        assert_eq!(rule.observe(woke, 7, pending(8, start)), None);
+        assert_eq!(rule.observe(woke + T / 2, 7, pending(8, start)), None);
+        // A GPU that really stays stuck is still reported, a timeout after the wake.
+        let stall = rule.observe(woke + T, 7, pending(8, start)).unwrap();
+        assert_eq!((stall.frame, stall.since), (8, woke));
     }
 
     #[test]
