@@ -32,6 +32,20 @@ pub enum ReportError {
         /// The operating system's reason.
         source: std::io::Error,
     },
+    /// The report was written by a newer version of this crate, with a schema this one cannot read.
+    #[error(
+        "{} is a crash report of schema version {found}; this version reads up to {supported} \
+         (update bevy_gpu_crash_reporter / gpu-crash)",
+        .path.display()
+    )]
+    NewerSchema {
+        /// The report's path.
+        path: PathBuf,
+        /// Its `schema_version`.
+        found: u64,
+        /// [`super::SCHEMA_VERSION`].
+        supported: u32,
+    },
     /// The report could not be serialised, or a file is not a crash report of this schema.
     #[error("{} is not a crash report: {source}", .path.display())]
     Json {
@@ -112,10 +126,24 @@ pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
         path: path.to_owned(),
         source,
     })?;
-    serde_json::from_slice(&bytes).map_err(|source| ReportError::Json {
+    let json = |source| ReportError::Json {
         path: path.to_owned(),
         source,
-    })
+    };
+    // The version first: a newer schema may not parse as this one, and "newer" is the useful answer.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        schema_version: u64,
+    }
+    let version: Version = serde_json::from_slice(&bytes).map_err(json)?;
+    if version.schema_version > u64::from(super::SCHEMA_VERSION) {
+        return Err(ReportError::NewerSchema {
+            path: path.to_owned(),
+            found: version.schema_version,
+            supported: super::SCHEMA_VERSION,
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(json)
 }
 
 #[cfg(test)]
@@ -175,6 +203,25 @@ mod tests {
             .file_name()
             .to_string_lossy()
             .contains(".tmp-")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_report_of_a_newer_schema_says_so() {
+        let dir = std::env::temp_dir().join(format!("gcr-schema-{}", std::process::id()));
+        let mut r = report();
+        let path = write_report(&dir, &mut r, None).unwrap();
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        json["schema_version"] = (SCHEMA_VERSION + 1).into();
+        json["kind"] = "a_kind_of_the_future".into();
+        std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+        let err = read_report(&path).unwrap_err();
+        assert!(
+            matches!(err, ReportError::NewerSchema { found, supported: SCHEMA_VERSION, .. }
+                if found == u64::from(SCHEMA_VERSION) + 1),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
