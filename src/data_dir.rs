@@ -3,10 +3,26 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-/// `<data dir>/<application>`: `%LOCALAPPDATA%` on Windows, `~/Library/Application Support` on
-/// macOS, `$XDG_DATA_HOME` or `~/.local/share` elsewhere; the temp folder when none is known.
-/// `env` reads the environment (tests pass their own).
-pub(crate) fn app_data_dir(env: impl Fn(&str) -> Option<OsString>, application: &str) -> PathBuf {
+/// Folder of a game's reports inside its data directory.
+pub const REPORTS_DIR_NAME: &str = "gpu-crash-reports";
+/// Folder of a game's outbox inside its data directory.
+pub const OUTBOX_DIR_NAME: &str = "gpu-crash-outbox";
+
+/// The per-user folder that holds each game's data directory: `%LOCALAPPDATA%` on Windows,
+/// `~/Library/Application Support` on macOS, `$XDG_DATA_HOME` or `~/.local/share` elsewhere; the
+/// temp folder when none is known.
+pub fn user_data_dir() -> PathBuf {
+    user_data_dir_with(|name| std::env::var_os(name))
+}
+
+/// The data directory of the game `application` (by default its executable's name), where the
+/// plugin keeps [`REPORTS_DIR_NAME`] and [`OUTBOX_DIR_NAME`] unless configured otherwise.
+pub fn game_data_dir(application: &str) -> PathBuf {
+    user_data_dir().join(application)
+}
+
+/// [`user_data_dir`] reading the environment through `env` (tests pass their own).
+fn user_data_dir_with(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
     let var = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     let home = var("HOME");
     let base = if cfg!(windows) {
@@ -16,7 +32,12 @@ pub(crate) fn app_data_dir(env: impl Fn(&str) -> Option<OsString>, application: 
     } else {
         var("XDG_DATA_HOME").or_else(|| home.map(|h| h.join(".local/share")))
     };
-    base.unwrap_or_else(std::env::temp_dir).join(application)
+    base.unwrap_or_else(std::env::temp_dir)
+}
+
+/// `<data dir>/<application>` ([`game_data_dir`]); `env` reads the environment.
+pub(crate) fn app_data_dir(env: impl Fn(&str) -> Option<OsString>, application: &str) -> PathBuf {
+    user_data_dir_with(env).join(application)
 }
 
 /// Environment variable that overrides the report directory.
@@ -41,7 +62,7 @@ fn report_dir_with(
     if let Some(dir) = setting {
         return dir.to_owned();
     }
-    app_data_dir(env, application).join("gpu-crash-reports")
+    app_data_dir(env, application).join(REPORTS_DIR_NAME)
 }
 
 #[cfg(test)]

@@ -34,7 +34,10 @@
 //!   [`CrashLoopLimit`], [`UploadConsent`], [`Dsn`]);
 //! - the resources [`GpuCrashReporter`], [`GpuCrashCapabilities`] and [`GpuCrashReports`];
 //! - the report model, [`report`], read back with serde ([`report::read_report`]);
-//! - GPU breadcrumbs for a game's own passes: [`GpuBreadcrumbs`].
+//! - GPU breadcrumbs for a game's own passes: [`GpuBreadcrumbs`];
+//! - for tools that work on saved reports without a game (the `gpu-crash` CLI): the [`Outbox`]
+//!   that uploads them as the plugin does, where games keep them ([`game_data_dir`]), and what the
+//!   plugin would get on a GPU ([`GpuCrashCapabilities::probe`]).
 //!
 //! Everything else is internal and may change in any release.
 
@@ -61,10 +64,13 @@ use bevy::prelude::Resource;
 
 pub use breadcrumbs::GpuBreadcrumbs;
 pub use crash::{CrashLoopLimit, OnHang};
-pub use deliver::{DeliverySettings, Dsn, DsnError, UploadConsent};
+pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
+pub use deliver::{
+    DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError, UploadConsent, UploadState,
+};
 pub use plugin::{GpuCrashReporterPlugin, GpuCrashReports};
 pub use vulkan::markers::BreadcrumbWriter;
-pub use vulkan::GpuCrashCapabilities;
+pub use vulkan::{GpuCrashCapabilities, ProbeError};
 
 /// The Bevy version this crate is built against (checked against Cargo.lock by a test).
 pub const BEVY_VERSION: &str = "0.19.1";

@@ -26,6 +26,6 @@ mod transport;
 pub use dsn::{Dsn, DsnError};
 pub use envelope::build_envelope;
 pub use event::sentry_event;
-pub use outbox::{FlushSummary, Outbox};
+pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
 pub use privacy::redacted_report;
 pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};

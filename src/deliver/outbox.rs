@@ -9,6 +9,9 @@
 //!   exponential backoff, as long as the deadline allows; other statuses move the file to `failed/`
 //!   and log the reason once.
 //! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line.
+//! - A sent envelope leaves an empty marker of the same name in `sent/` (the newest
+//!   [`MAX_SENT_MARKERS`] are kept), so a report is uploaded once however often it is queued again
+//!   ([`Outbox::state_of`], as `gpu-crash upload` checks before queueing).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -30,6 +33,8 @@ pub const ENVELOPE_EXT: &str = "envelope";
 const BACKOFF_START: Duration = Duration::from_secs(1);
 /// Longest delay after repeated 5xx or network errors.
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Sent markers kept in `sent/`: far more than the outbox holds, a few bytes of metadata each.
+pub const MAX_SENT_MARKERS: usize = 1000;
 /// Below this much time left, a flush does not start another request.
 const MIN_REQUEST_TIME: Duration = Duration::from_millis(50);
 
@@ -77,6 +82,31 @@ pub struct FlushSummary {
     pub stopped: Option<String>,
     /// The last error seen, in words.
     pub last_error: Option<String>,
+}
+
+/// Where a report stands in an outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UploadState {
+    /// Its envelope waits in the outbox.
+    Pending,
+    /// The server rejected it; its envelope is in `failed/`.
+    Failed,
+    /// A server accepted it (`sent/` holds its marker).
+    Sent,
+    /// This outbox has never seen it.
+    NotQueued,
+}
+
+impl UploadState {
+    /// In one word, for listings: `pending`, `failed`, `sent`, `not queued`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Failed => "failed",
+            Self::Sent => "sent",
+            Self::NotQueued => "not queued",
+        }
+    }
 }
 
 /// Envelopes on disk and their upload. Cheap to clone; share one per directory in a process.
@@ -128,7 +158,7 @@ impl Outbox {
         }
         Self {
             inner: Arc::new(Inner {
-                failed_dir: dir.join("failed"),
+                failed_dir: dir.join(FAILED_DIR),
                 dir,
                 settings,
                 dsn,
@@ -173,12 +203,7 @@ impl Outbox {
         vendor_binary: Option<&[u8]>,
     ) -> Result<PathBuf, OutboxError> {
         let inner = &self.inner;
-        let name = format!(
-            "{:020}-{}.{ENVELOPE_EXT}",
-            report.timestamp_ms,
-            sanitize(&report.id)
-        );
-        let path = inner.dir.join(name);
+        let path = inner.dir.join(envelope_file_name(report));
         let mut envelope = Vec::new();
         build_envelope(report, vendor_binary, &inner.settings)
             .to_writer(&mut envelope)
@@ -199,6 +224,20 @@ impl Outbox {
         }
         self.enforce_bounds(&inner.dir, Some(&path));
         Ok(path)
+    }
+
+    /// Where `report` stands in the outbox at `dir` (read only: nothing is created or sent).
+    pub fn state_of(dir: &Path, report: &CrashReport) -> UploadState {
+        let name = envelope_file_name(report);
+        if dir.join(SENT_DIR).join(&name).exists() {
+            UploadState::Sent
+        } else if dir.join(&name).exists() {
+            UploadState::Pending
+        } else if dir.join(FAILED_DIR).join(&name).exists() {
+            UploadState::Failed
+        } else {
+            UploadState::NotQueued
+        }
     }
 
     /// Pending envelopes, oldest first.
@@ -294,6 +333,7 @@ impl Outbox {
                         );
                     }
                     summary.sent += 1;
+                    self.record_sent(&path);
                     info!(
                         "GPU crash report {event_id} delivered to {} (HTTP {status})",
                         dsn.host()
@@ -426,6 +466,26 @@ impl Outbox {
         Some(Claim { outbox: self, path })
     }
 
+    /// Leaves an empty marker named like the sent envelope in `sent/`, dropping the oldest beyond
+    /// [`MAX_SENT_MARKERS`]. A marker that cannot be written is logged: the report may then be sent
+    /// again if queued again, never lost.
+    fn record_sent(&self, envelope: &Path) {
+        let dir = self.inner.dir.join(SENT_DIR);
+        let marker = dir.join(envelope.file_name().unwrap_or_default());
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&marker, b"")) {
+            warn!(
+                "GPU crash reporter: cannot record {} as sent: {e}",
+                marker.display()
+            );
+            return;
+        }
+        let markers = list_envelopes(&dir);
+        let excess = markers.len().saturating_sub(MAX_SENT_MARKERS);
+        for old in &markers[..excess] {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+
     /// Moves `path` into `failed/` (kept for a developer to look at), bounded like the outbox.
     fn move_to_failed(&self, path: &Path) -> PathBuf {
         let failed = &self.inner.failed_dir;
@@ -554,6 +614,20 @@ fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Subdirectory of rejected envelopes.
+const FAILED_DIR: &str = "failed";
+/// Subdirectory of markers of sent envelopes.
+const SENT_DIR: &str = "sent";
+
+/// `<report timestamp ms, 20 digits>-<id>.envelope`: name order is age order.
+fn envelope_file_name(report: &CrashReport) -> String {
+    format!(
+        "{:020}-{}.{ENVELOPE_EXT}",
+        report.timestamp_ms,
+        sanitize(&report.id)
+    )
 }
 
 /// Keeps an id usable as part of a file name.

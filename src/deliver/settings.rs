@@ -166,5 +166,5 @@ pub fn default_outbox_dir() -> PathBuf {
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "bevy-game".to_owned());
-    crate::data_dir::app_data_dir(|name| std::env::var_os(name), &game).join("gpu-crash-outbox")
+    crate::data_dir::game_data_dir(&game).join(crate::data_dir::OUTBOX_DIR_NAME)
 }

@@ -9,6 +9,8 @@ pub mod fault;
 mod features;
 pub(crate) mod markers;
 mod messenger;
+mod plan;
+mod probe;
 
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,6 +26,7 @@ pub use capabilities::{
 };
 pub use features::{FaultFeatures, OfferedExtensions};
 pub use messenger::BindingMessenger;
+pub use probe::ProbeError;
 
 use crate::capture::BindingRing;
 use features::FeatureChain;
@@ -163,100 +166,24 @@ impl VulkanSetup {
         };
         let debug_utils = shared.extensions().contains(&ash::ext::debug_utils::NAME);
         // SAFETY: valid instance and physical device handles from wgpu.
-        let properties = unsafe { instance.get_physical_device_properties(physical_device) };
-        let mut missing = Vec::new();
-        let mut offer = |wanted: bool, name: &CStr, needs: Option<(bool, &str)>| -> bool {
-            if !wanted {
-                missing.push(format!("{}: disabled in settings", name.to_string_lossy()));
-                return false;
-            }
-            if !offered_by_device(name) {
-                missing.push(format!(
-                    "{}: not offered by the driver",
-                    name.to_string_lossy()
-                ));
-                return false;
-            }
-            if let Some((false, why)) = needs {
-                missing.push(format!("{}: {why}", name.to_string_lossy()));
-                return false;
-            }
-            true
+        let plan = unsafe {
+            plan::plan_device(
+                instance,
+                physical_device,
+                shared.instance_api_version(),
+                debug_utils,
+                self.request,
+                &offered_by_device,
+            )
         };
-        let properties2 = shared.instance_api_version() >= vk::API_VERSION_1_1
-            && properties.api_version >= vk::API_VERSION_1_1;
-        let needs_properties2 = Some((properties2, "needs Vulkan 1.1 for the feature query"));
-        let offered = OfferedExtensions {
-            address_binding_report: offer(
-                self.request.address_binding_report,
-                vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
-                Some((
-                    debug_utils && properties2,
-                    "needs VK_EXT_debug_utils on the instance and Vulkan 1.1",
-                )),
-            ),
-            device_fault_ext: offer(
-                self.request.device_fault,
-                vk::EXT_DEVICE_FAULT_NAME,
-                needs_properties2,
-            ),
-            device_fault_khr: offer(
-                self.request.device_fault,
-                vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
-                needs_properties2,
-            ),
-            shader_abort_khr: offer(
-                self.request.device_fault,
-                vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
-                needs_properties2,
-            ),
-        };
-        // No feature bit: offered means usable.
-        let buffer_marker = offer(self.request.buffer_marker, vk::AMD_BUFFER_MARKER_NAME, None);
-        if buffer_marker && !args.extensions.contains(&vk::AMD_BUFFER_MARKER_NAME) {
-            args.extensions.push(vk::AMD_BUFFER_MARKER_NAME);
+        for &name in &plan.extensions {
+            if !args.extensions.contains(&name) {
+                args.extensions.push(name);
+            }
         }
-        // SAFETY: Vulkan 1.1 checked above for every offered extension (none are offered otherwise).
-        let supported = unsafe { FeatureChain::query(instance, physical_device, offered) };
-        let mut enable = |on: bool, name: &'static CStr, feature: &str| {
-            if on {
-                if !args.extensions.contains(&name) {
-                    args.extensions.push(name);
-                }
-            } else if offered_by_device(name) {
-                missing.push(format!(
-                    "{}: offered, but {feature} is not supported",
-                    name.to_string_lossy()
-                ));
-            }
-        };
-        enable(
-            supported.report_address_binding,
-            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
-            "reportAddressBinding",
-        );
-        enable(
-            supported.device_fault_ext,
-            vk::EXT_DEVICE_FAULT_NAME,
-            "deviceFault",
-        );
-        enable(
-            supported.device_fault_khr,
-            vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
-            "deviceFault",
-        );
-        enable(
-            supported.shader_abort,
-            vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
-            "shaderAbort",
-        );
-        let enabled = FaultFeatures {
-            device_fault_ext_vendor_binary: supported.device_fault_ext
-                && supported.device_fault_ext_vendor_binary,
-            device_fault_khr_vendor_binary: supported.device_fault_khr
-                && supported.device_fault_khr_vendor_binary,
-            ..supported
-        };
+        let enabled = plan.enabled;
+        let buffer_marker = plan.buffer_marker;
+        let mut missing = plan.missing;
         let mut chain = FeatureChain::enabling(enabled);
         // SAFETY: the chain is boxed and stored in `outcome` below, so it outlives vkCreateDevice.
         unsafe { chain.prepend_to(enabled, args.create_info) };
@@ -277,45 +204,21 @@ impl VulkanSetup {
         // This device's generation: 1 for the app's first, one more per renderer recovery.
         let generation = self.outcome().device_callback_runs + 1;
         // Register the messenger now, before the device exists, so no bind of the device is missed.
-        let messenger = if debug_utils && self.request.address_binding_report {
-            // SAFETY: the instance has VK_EXT_debug_utils and outlives the messenger (see
-            // BindingMessenger's docs: its owner holds the render device).
-            match unsafe {
-                BindingMessenger::register(
-                    shared.entry(),
-                    instance,
-                    Arc::clone(&self.ring),
-                    crate::capture::record::generation_tag(generation),
-                )
-            } {
-                Ok(m) => Some(m),
-                Err(err) => {
-                    missing.push(format!(
-                        "binding messenger: vkCreateDebugUtilsMessengerEXT failed: {err}"
-                    ));
-                    None
-                }
-            }
-        } else {
-            if !debug_utils {
-                missing.push("VK_EXT_debug_utils: not offered by the loader".into());
-            }
-            None
+        // SAFETY: the instance (with VK_EXT_debug_utils when `debug_utils`) outlives the messenger
+        // (see BindingMessenger's docs: its owner holds the render device).
+        let messenger = unsafe {
+            plan::register_messenger(
+                shared.entry(),
+                instance,
+                debug_utils,
+                self.request,
+                Arc::clone(&self.ring),
+                generation,
+                &mut missing,
+            )
         };
 
         let capabilities = GpuCrashCapabilities {
-            gpu_name: properties
-                .device_name_as_c_str()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            vendor_id: properties.vendor_id,
-            device_id: properties.device_id,
-            vendor_name: vendor_name(properties.vendor_id).to_owned(),
-            device_type: format!("{:?}", properties.device_type),
-            driver_version_raw: properties.driver_version,
-            driver_version: decode_driver_version(properties.vendor_id, properties.driver_version),
-            api_version: decode_api_version(properties.api_version),
-            memory_size_mb: device_local_mib(instance, physical_device),
             debug_utils,
             binding_messenger: messenger.is_some(),
             address_binding_report: enabled.report_address_binding,
@@ -326,7 +229,8 @@ impl VulkanSetup {
             shader_abort_khr: enabled.shader_abort,
             buffer_marker,
             missing,
-            ..driver_identity(instance, physical_device, properties.api_version)
+            // SAFETY: valid instance and physical device handles from wgpu.
+            ..unsafe { identity(instance, physical_device) }
         };
 
         let mut outcome = self.outcome();
@@ -375,6 +279,33 @@ pub(crate) fn create_marker_buffer(
     _debug_utils: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
     Err(markers::MarkerError::NotVulkan)
+}
+
+/// The GPU's identity (name, vendor, driver, versions, memory); every capability off.
+///
+/// # Safety
+/// `physical_device` belongs to `instance`.
+unsafe fn identity(
+    instance: &ash::Instance,
+    physical_device: vk::PhysicalDevice,
+) -> GpuCrashCapabilities {
+    // SAFETY: the caller's contract.
+    let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+    GpuCrashCapabilities {
+        gpu_name: properties
+            .device_name_as_c_str()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        vendor_id: properties.vendor_id,
+        device_id: properties.device_id,
+        vendor_name: vendor_name(properties.vendor_id).to_owned(),
+        device_type: format!("{:?}", properties.device_type),
+        driver_version_raw: properties.driver_version,
+        driver_version: decode_driver_version(properties.vendor_id, properties.driver_version),
+        api_version: decode_api_version(properties.api_version),
+        memory_size_mb: device_local_mib(instance, physical_device),
+        ..driver_identity(instance, physical_device, properties.api_version)
+    }
 }
 
 /// Sum of the device-local heaps in MiB.

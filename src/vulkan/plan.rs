@@ -1,0 +1,191 @@
+//! What the plugin enables on one physical device, decided in one place: by the `raw_vulkan_init`
+//! device callback for Bevy's device, and by [`GpuCrashCapabilities::probe`] for a device created
+//! without Bevy (`gpu-crash doctor`). Both then say the same thing in the same words.
+//!
+//! [`GpuCrashCapabilities::probe`]: super::GpuCrashCapabilities::probe
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use ash::vk;
+
+use super::features::FeatureChain;
+use super::markers::MarkerError;
+use super::{BindingMessenger, ExtensionRequest, FaultFeatures, OfferedExtensions};
+use crate::capture::BindingRing;
+
+/// The extensions and features to enable, and why the others stay off.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DevicePlan {
+    /// Device extensions to enable, in a stable order.
+    pub extensions: Vec<&'static CStr>,
+    /// Feature bits to enable through [`FeatureChain::enabling`].
+    pub enabled: FaultFeatures,
+    /// `VK_AMD_buffer_marker` is enabled (stage breadcrumbs).
+    pub buffer_marker: bool,
+    /// One line per capability left off, as [`super::GpuCrashCapabilities::missing`] shows it.
+    pub missing: Vec<String>,
+}
+
+/// Decides what to enable on `physical_device`.
+///
+/// `instance_api_version` is the version the instance was created with, `debug_utils` whether the
+/// instance has `VK_EXT_debug_utils`, `offered_by_device` whether the device offers an extension.
+///
+/// # Safety
+/// `physical_device` belongs to `instance`.
+pub(crate) unsafe fn plan_device(
+    instance: &ash::Instance,
+    physical_device: vk::PhysicalDevice,
+    instance_api_version: u32,
+    debug_utils: bool,
+    request: ExtensionRequest,
+    offered_by_device: &dyn Fn(&CStr) -> bool,
+) -> DevicePlan {
+    // SAFETY: valid instance and physical device (the caller's contract).
+    let properties = unsafe { instance.get_physical_device_properties(physical_device) };
+    let mut missing = Vec::new();
+    let mut offer = |wanted: bool, name: &CStr, needs: Option<(bool, &str)>| -> bool {
+        if !wanted {
+            missing.push(format!("{}: disabled in settings", name.to_string_lossy()));
+            return false;
+        }
+        if !offered_by_device(name) {
+            missing.push(format!(
+                "{}: not offered by the driver",
+                name.to_string_lossy()
+            ));
+            return false;
+        }
+        if let Some((false, why)) = needs {
+            missing.push(format!("{}: {why}", name.to_string_lossy()));
+            return false;
+        }
+        true
+    };
+    let properties2 = instance_api_version >= vk::API_VERSION_1_1
+        && properties.api_version >= vk::API_VERSION_1_1;
+    let needs_properties2 = Some((properties2, "needs Vulkan 1.1 for the feature query"));
+    let offered = OfferedExtensions {
+        address_binding_report: offer(
+            request.address_binding_report,
+            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+            Some((
+                debug_utils && properties2,
+                "needs VK_EXT_debug_utils on the instance and Vulkan 1.1",
+            )),
+        ),
+        device_fault_ext: offer(
+            request.device_fault,
+            vk::EXT_DEVICE_FAULT_NAME,
+            needs_properties2,
+        ),
+        device_fault_khr: offer(
+            request.device_fault,
+            vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
+            needs_properties2,
+        ),
+        shader_abort_khr: offer(
+            request.device_fault,
+            vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
+            needs_properties2,
+        ),
+    };
+    // No feature bit: offered means usable.
+    let buffer_marker = offer(request.buffer_marker, vk::AMD_BUFFER_MARKER_NAME, None);
+    let mut extensions = Vec::new();
+    if buffer_marker {
+        extensions.push(vk::AMD_BUFFER_MARKER_NAME);
+    }
+    // SAFETY: Vulkan 1.1 checked above for every offered extension (none are offered otherwise).
+    let supported = unsafe { FeatureChain::query(instance, physical_device, offered) };
+    let mut enable = |on: bool, name: &'static CStr, feature: &str| {
+        if on {
+            extensions.push(name);
+        } else if offered_by_device(name) {
+            missing.push(format!(
+                "{}: offered, but {feature} is not supported",
+                name.to_string_lossy()
+            ));
+        }
+    };
+    enable(
+        supported.report_address_binding,
+        vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+        "reportAddressBinding",
+    );
+    enable(
+        supported.device_fault_ext,
+        vk::EXT_DEVICE_FAULT_NAME,
+        "deviceFault",
+    );
+    enable(
+        supported.device_fault_khr,
+        vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
+        "deviceFault",
+    );
+    enable(
+        supported.shader_abort,
+        vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
+        "shaderAbort",
+    );
+    let enabled = FaultFeatures {
+        device_fault_ext_vendor_binary: supported.device_fault_ext
+            && supported.device_fault_ext_vendor_binary,
+        device_fault_khr_vendor_binary: supported.device_fault_khr
+            && supported.device_fault_khr_vendor_binary,
+        ..supported
+    };
+    DevicePlan {
+        extensions,
+        enabled,
+        buffer_marker,
+        missing,
+    }
+}
+
+/// Registers the binding messenger when the request wants the binding report and the instance has
+/// `VK_EXT_debug_utils`; otherwise, or when registering fails, says why in `missing`.
+///
+/// # Safety
+/// `instance` was created from `entry`, has `VK_EXT_debug_utils` when `debug_utils` is true, and
+/// outlives the returned messenger.
+pub(crate) unsafe fn register_messenger(
+    entry: &ash::Entry,
+    instance: &ash::Instance,
+    debug_utils: bool,
+    request: ExtensionRequest,
+    ring: Arc<BindingRing>,
+    generation: u32,
+    missing: &mut Vec<String>,
+) -> Option<BindingMessenger> {
+    if !debug_utils {
+        missing.push("VK_EXT_debug_utils: not offered by the loader".into());
+        return None;
+    }
+    if !request.address_binding_report {
+        return None;
+    }
+    // SAFETY: forwarded contract.
+    match unsafe {
+        BindingMessenger::register(
+            entry,
+            instance,
+            ring,
+            crate::capture::record::generation_tag(generation),
+        )
+    } {
+        Ok(m) => Some(m),
+        Err(err) => {
+            missing.push(format!(
+                "binding messenger: vkCreateDebugUtilsMessengerEXT failed: {err}"
+            ));
+            None
+        }
+    }
+}
+
+/// The `missing` line when the GPU progress markers could not be created.
+pub(crate) fn progress_markers_off(err: &MarkerError) -> String {
+    format!("GPU progress markers: {err}; the hang watchdog stays off")
+}
