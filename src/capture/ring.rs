@@ -13,7 +13,7 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
@@ -25,7 +25,7 @@ use super::record::BindingRecord;
 struct Slot {
     /// `== position`: free for the producer that claims `position`.
     /// `== position + 1`: holds the record written at `position`, ready for the consumer.
-    sequence: AtomicUsize,
+    sequence: AtomicU64,
     record: UnsafeCell<MaybeUninit<BindingRecord>>,
 }
 
@@ -57,14 +57,14 @@ impl Backoff {
 /// The producer side of the ring, shared with driver threads through the messenger's user data.
 pub struct BindingRing {
     slots: Box<[Slot]>,
-    mask: usize,
+    mask: u64,
     /// Pushes check for half full only at positions where `position & wake_check_mask == 0`: the
     /// check reads `head`, a line the consumer writes, and need not be paid on every event.
-    wake_check_mask: usize,
+    wake_check_mask: u64,
     /// Next position a producer will claim.
-    tail: CachePadded<AtomicUsize>,
+    tail: CachePadded<AtomicU64>,
     /// Next position the consumer will read; producers read it only to decide when to wake it.
-    head: CachePadded<AtomicUsize>,
+    head: CachePadded<AtomicU64>,
     dropped: CachePadded<AtomicU64>,
     /// Set by the producer that first sees the ring half full, cleared by the consumer after a drain,
     /// so a burst wakes the consumer once instead of once per event.
@@ -94,18 +94,18 @@ impl BindingRing {
         let capacity = capacity.max(2).next_power_of_two();
         let slots = (0..capacity)
             .map(|position| Slot {
-                sequence: AtomicUsize::new(position),
+                sequence: AtomicU64::new(position as u64),
                 record: UnsafeCell::new(MaybeUninit::uninit()),
             })
             .collect();
         let ring = Arc::new(BindingRing {
             slots,
-            mask: capacity - 1,
+            mask: capacity as u64 - 1,
             // Every 64th position, or more often for small rings, so a quarter of the ring never
             // passes unchecked.
-            wake_check_mask: (capacity / 4).clamp(1, 64).next_power_of_two() - 1,
-            tail: CachePadded(AtomicUsize::new(0)),
-            head: CachePadded(AtomicUsize::new(0)),
+            wake_check_mask: (capacity as u64 / 4).clamp(1, 64).next_power_of_two() - 1,
+            tail: CachePadded(AtomicU64::new(0)),
+            head: CachePadded(AtomicU64::new(0)),
             dropped: CachePadded(AtomicU64::new(0)),
             wake_requested: AtomicBool::new(false),
             consumer_thread: OnceLock::new(),
@@ -119,7 +119,7 @@ impl BindingRing {
 
     /// How many records fit.
     pub fn capacity(&self) -> usize {
-        self.mask + 1
+        self.mask as usize + 1
     }
 
     /// Records refused because the ring was full, since creation.
@@ -131,7 +131,7 @@ impl BindingRing {
     pub fn len(&self) -> usize {
         let tail = self.tail.0.load(Ordering::Relaxed);
         let head = self.head.0.load(Ordering::Relaxed);
-        tail.wrapping_sub(head).min(self.capacity())
+        tail.wrapping_sub(head).min(self.mask + 1) as usize
     }
 
     /// True when no record is waiting.
@@ -142,7 +142,7 @@ impl BindingRing {
     /// Positions claimed so far: every record with a smaller `sequence` was pushed before this call.
     pub fn claimed(&self) -> u64 {
         // Acquire is not needed for a cut-off point: it only has to be monotonic.
-        self.tail.0.load(Ordering::Relaxed) as u64
+        self.tail.0.load(Ordering::Relaxed)
     }
 
     /// The frame number the callback stamps into records.
@@ -170,11 +170,11 @@ impl BindingRing {
         let mut position = self.tail.0.load(Ordering::Relaxed);
         let mut backoff = Backoff::default();
         loop {
-            let slot = &self.slots[position & self.mask];
+            let slot = &self.slots[(position & self.mask) as usize];
             // Acquire: pairs with the consumer's Release in `pop`, so once we see the slot free the
             // consumer has finished reading the previous record in it.
             let sequence = slot.sequence.load(Ordering::Acquire);
-            let lag = sequence.wrapping_sub(position) as isize;
+            let lag = sequence.wrapping_sub(position) as i64;
             if lag == 0 {
                 // Relaxed CAS: claiming the position needs no ordering of its own; the slot's
                 // sequence publishes the data.
@@ -214,7 +214,7 @@ impl BindingRing {
     }
 
     #[inline]
-    fn maybe_wake_consumer(&self, position: usize) {
+    fn maybe_wake_consumer(&self, position: u64) {
         if position & self.wake_check_mask != 0 {
             return;
         }
@@ -224,7 +224,7 @@ impl BindingRing {
             .wrapping_sub(self.head.0.load(Ordering::Relaxed));
         // A plain load first: past half full, most pushes find the wake-up already requested and
         // must not each write the shared flag's cache line.
-        if occupied >= self.capacity() / 2
+        if occupied > self.mask / 2
             && !self.wake_requested.load(Ordering::Relaxed)
             && !self.wake_requested.swap(true, Ordering::AcqRel)
         {
@@ -251,7 +251,7 @@ impl RingConsumer {
         let ring = &*self.ring;
         // Relaxed: only this consumer writes `head`.
         let position = ring.head.0.load(Ordering::Relaxed);
-        let slot = &ring.slots[position & ring.mask];
+        let slot = &ring.slots[(position & ring.mask) as usize];
         // Acquire: pairs with the producer's Release store, making the record's bytes visible.
         if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
             return None; // empty, or the producer of this position has not finished writing
@@ -260,10 +260,10 @@ impl RingConsumer {
         // touch it again until we release it below.
         let mut record = unsafe { (*slot.record.get()).assume_init_read() };
         // Positions are claimed in total order and read in that order: this is the record's place.
-        record.sequence = position as u64;
+        record.sequence = position;
         // Release: our read of the record happens before a producer reuses the slot one lap later.
         slot.sequence
-            .store(position.wrapping_add(ring.capacity()), Ordering::Release);
+            .store(position.wrapping_add(ring.mask + 1), Ordering::Release);
         ring.head
             .0
             .store(position.wrapping_add(1), Ordering::Relaxed);
@@ -293,6 +293,35 @@ mod tests {
     use super::*;
     use crate::capture::record::BindingKind;
     use ash::vk;
+
+    /// A fresh ring whose next position is `start` (as after `start` pushes and pops).
+    fn ring_starting_at(capacity: usize, start: u64) -> (Arc<BindingRing>, RingConsumer) {
+        let (ring, consumer) = BindingRing::with_capacity(capacity);
+        for j in 0..ring.mask + 1 {
+            let position = start + j;
+            ring.slots[(position & ring.mask) as usize]
+                .sequence
+                .store(position, Ordering::Relaxed);
+        }
+        ring.tail.0.store(start, Ordering::Relaxed);
+        ring.head.0.store(start, Ordering::Relaxed);
+        (ring, consumer)
+    }
+
+    #[test]
+    fn sequences_go_on_past_two_to_the_32_on_every_target() {
+        let start = u64::from(u32::MAX) - 3;
+        let (ring, mut consumer) = ring_starting_at(8, start);
+        let mut sequences = Vec::new();
+        for n in 0..20 {
+            ring.push(record(n)).unwrap();
+            consumer.drain(usize::MAX, |r| sequences.push(r.sequence));
+        }
+        let expected: Vec<u64> = (start..start + 20).collect();
+        assert_eq!(sequences, expected);
+        assert_eq!(ring.claimed(), start + 20);
+        assert!(ring.claimed() > u64::from(u32::MAX));
+    }
 
     fn record(n: u64) -> BindingRecord {
         BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, n, n * 16, 16)
