@@ -70,15 +70,7 @@ impl GpuCrashCapabilities {
         let (ring, _consumer) = BindingRing::with_capacity(1024);
         // SAFETY: the instance outlives the messenger, dropped at the end of this function.
         let messenger = unsafe {
-            plan::register_messenger(
-                entry,
-                instance,
-                debug_utils,
-                request,
-                ring,
-                1,
-                &mut missing,
-            )
+            plan::register_messenger(entry, instance, debug_utils, request, ring, 1, &mut missing)
         };
 
         // SAFETY: valid physical device of `instance`.
@@ -109,22 +101,21 @@ impl GpuCrashCapabilities {
         // The GPU progress markers: the plugin's marker buffer needs a host-visible, host-coherent
         // memory type for a transfer-destination buffer; its writer follows VK_AMD_buffer_marker.
         // SAFETY: `device` is a live device of `physical_device` of `instance`.
-        let (gpu_progress, breadcrumbs) = match unsafe {
-            marker_memory_type(instance, physical_device, &device)
-        } {
-            Ok(()) => (
-                true,
-                Some(if plan.buffer_marker {
-                    BreadcrumbWriter::AmdBufferMarker
-                } else {
-                    BreadcrumbWriter::FillBuffer
-                }),
-            ),
-            Err(err) => {
-                missing.push(plan::progress_markers_off(&err));
-                (false, None)
-            }
-        };
+        let (gpu_progress, breadcrumbs) =
+            match unsafe { marker_memory_type(instance, physical_device, &device) } {
+                Ok(()) => (
+                    true,
+                    Some(if plan.buffer_marker {
+                        BreadcrumbWriter::AmdBufferMarker
+                    } else {
+                        BreadcrumbWriter::FillBuffer
+                    }),
+                ),
+                Err(err) => {
+                    missing.push(plan::progress_markers_off(&err));
+                    (false, None)
+                }
+            };
         // SAFETY: nothing of the device is in use any more.
         unsafe { device.destroy_device(None) };
         let enabled = plan.enabled;
@@ -164,12 +155,11 @@ unsafe fn marker_memory_type(
         .usage(vk::BufferUsageFlags::TRANSFER_DST)
         .sharing_mode(vk::SharingMode::EXCLUSIVE);
     // SAFETY: valid create info on a live device.
-    let buffer = unsafe { device.create_buffer(&info, None) }.map_err(|result| {
-        MarkerError::Vulkan {
+    let buffer =
+        unsafe { device.create_buffer(&info, None) }.map_err(|result| MarkerError::Vulkan {
             call: "vkCreateBuffer",
             result,
-        }
-    })?;
+        })?;
     // SAFETY: `buffer` was just created on `device`; it is destroyed right after.
     let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
     // SAFETY: as above.
@@ -181,7 +171,9 @@ unsafe fn marker_memory_type(
         .memory_types_as_slice()
         .iter()
         .enumerate()
-        .any(|(i, t)| requirements.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(wanted));
+        .any(|(i, t)| {
+            requirements.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(wanted)
+        });
     if found {
         Ok(())
     } else {
