@@ -1,0 +1,98 @@
+//! A tiny headless Bevy game with the GPU crash reporter, and nothing of this repository's own
+//! examples: what a studio's game looks like to `gpu-crash drill` (tests/drill.rs drills it).
+//!
+//! Each frame it creates a labelled vertex buffer, `terrain_chunk`, and drops the previous one, as
+//! games stream meshes. It is created empty (no staging buffer) and larger than wgpu's memory blocks
+//! (130 MiB; never written, so never touched), so it gets memory of its own, whose addresses the
+//! drill layer never hands out again: a drilled `use-after-free:terrain_chunk` resolves the same way
+//! every run (a small buffer's freed range is often re-bound by wgpu's staging buffers before the
+//! fault is raised, which makes the verdict `inside_live_object`). With `TINY_GAME_CAMERA=1` a 3D camera named
+//! "main" renders into an offscreen image, so Bevy's `main_opaque_pass_3d` runs and the drill's
+//! `hang-in-pass` has a pass to hang in. After `TINY_GAME_FRAMES` frames (default 600) it exits normally. A drilled hang ends it
+//! with exit code 3 once the report is written (`OnHang::Exit(3)`), a device loss with Bevy's own
+//! error exit.
+
+use std::time::Duration;
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::asset::RenderAssetUsages;
+use bevy::camera::RenderTarget;
+use bevy::prelude::*;
+use bevy::render::render_resource::{
+    Buffer, BufferDescriptor, BufferUsages, Extent3d, TextureDimension, TextureFormat,
+    TextureUsages,
+};
+use bevy::render::renderer::RenderDevice;
+use bevy::window::ExitCondition;
+use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
+
+fn main() -> AppExit {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // Set before any other thread exists.
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
+    let frames = std::env::var("TINY_GAME_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600u32);
+    App::new()
+        .add_plugins(GpuCrashReporterPlugin {
+            hang_timeout: Duration::from_secs(2),
+            on_hang: OnHang::Exit(3),
+            ..default()
+        })
+        .add_plugins(DefaultPlugins.set(WindowPlugin {
+            primary_window: None,
+            exit_condition: ExitCondition::DontExit,
+            ..default()
+        }))
+        .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+        .insert_resource(FramesLeft(frames))
+        .add_systems(
+            Startup,
+            spawn_camera.run_if(|| std::env::var_os("TINY_GAME_CAMERA").is_some_and(|v| v == "1")),
+        )
+        .add_systems(Update, (stream_mesh_data, exit_after_frames))
+        .run()
+}
+
+#[derive(Resource)]
+struct FramesLeft(u32);
+
+/// A 3D camera drawing into a 256x256 image: no window exists.
+fn spawn_camera(mut commands: Commands, mut images: ResMut<Assets<Image>>) {
+    let mut target = Image::new_fill(
+        Extent3d {
+            width: 256,
+            height: 256,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        &[0, 0, 0, 255],
+        TextureFormat::Rgba8UnormSrgb,
+        RenderAssetUsages::default(),
+    );
+    target.texture_descriptor.usage |= TextureUsages::RENDER_ATTACHMENT | TextureUsages::COPY_SRC;
+    commands.spawn((
+        Name::new("main"),
+        Camera3d::default(),
+        RenderTarget::Image(images.add(target).into()),
+    ));
+}
+
+/// One labelled buffer per frame, the previous one freed (after the new one exists).
+fn stream_mesh_data(device: Res<RenderDevice>, mut last: Local<Option<Buffer>>) {
+    *last = Some(device.create_buffer(&BufferDescriptor {
+        label: Some("terrain_chunk"),
+        size: 130 * 1024 * 1024,
+        usage: BufferUsages::VERTEX | BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    }));
+}
+
+fn exit_after_frames(mut left: ResMut<FramesLeft>, mut exit: MessageWriter<AppExit>) {
+    left.0 = left.0.saturating_sub(1);
+    if left.0 == 0 {
+        exit.write(AppExit::Success);
+    }
+}

@@ -1,0 +1,115 @@
+//! The crash-drill layer inside the tool: written, with its loader manifest, into a cache folder on
+//! first use, and the environment that puts it under a game.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+#[path = "../../gpu_crash_drill_layer/src/manifest.rs"]
+mod manifest;
+
+pub use manifest::LAYER_NAME;
+
+/// `libgpu_crash_drill_layer.so` as built with this tool (see build.rs).
+static LAYER_LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/drill_layer.bin"));
+
+/// The folder that holds the layer and its manifest: `$XDG_CACHE_HOME` (or `~/.cache`, or the temp
+/// folder)`/gpu-crash/layer-<version>-<content hash>`, so tools of different builds never share one.
+pub fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("gpu-crash").join(format!(
+        "layer-{}-{:016x}",
+        env!("CARGO_PKG_VERSION"),
+        fnv1a(LAYER_LIBRARY)
+    ))
+}
+
+/// Writes the layer library and its manifest into [`cache_dir`] (unless already there, as written
+/// by this very build) and returns the folder, for `VK_LAYER_PATH`.
+pub fn install() -> std::io::Result<PathBuf> {
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir)?;
+    let library = dir.join(manifest::library_file_name());
+    let current = std::fs::metadata(&library).is_ok_and(|m| m.len() == LAYER_LIBRARY.len() as u64);
+    if !current {
+        // Temp file and rename: two drills starting at once never load a half-written library.
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}",
+            manifest::library_file_name(),
+            std::process::id()
+        ));
+        std::fs::write(&tmp, LAYER_LIBRARY)?;
+        std::fs::rename(&tmp, &library)?;
+    }
+    manifest::write_manifest(&dir, &library)?;
+    Ok(dir)
+}
+
+/// The environment that makes the Vulkan loader put the layer (in `dir`) under a program: the
+/// folder prepended to `VK_LAYER_PATH`, the layer added to `VK_INSTANCE_LAYERS`.
+pub fn loader_env(dir: &Path) -> [(&'static str, OsString); 2] {
+    let sep = if cfg!(windows) { ';' } else { ':' };
+    [
+        (
+            "VK_LAYER_PATH",
+            append_list(
+                std::env::var_os("VK_LAYER_PATH"),
+                &dir.to_string_lossy(),
+                sep,
+            ),
+        ),
+        (
+            "VK_INSTANCE_LAYERS",
+            append_list(std::env::var_os("VK_INSTANCE_LAYERS"), LAYER_NAME, ':'),
+        ),
+    ]
+}
+
+/// `existing` with `item` added to its `sep`-separated list, unless already present.
+fn append_list(existing: Option<OsString>, item: &str, sep: char) -> OsString {
+    match existing {
+        Some(e) if !e.is_empty() => {
+            let s = e.to_string_lossy();
+            if s.split(sep).any(|x| x == item) {
+                e
+            } else {
+                OsString::from(format!("{s}{sep}{item}"))
+            }
+        }
+        _ => OsString::from(item),
+    }
+}
+
+/// 64-bit FNV-1a: names the cache folder after the library's content.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_without_duplicates() {
+        assert_eq!(append_list(None, "A", ':'), "A");
+        assert_eq!(append_list(Some("X".into()), "A", ':'), "X:A");
+        assert_eq!(append_list(Some("X:A".into()), "A", ':'), "X:A");
+    }
+
+    #[test]
+    fn the_embedded_library_is_a_shared_object() {
+        assert!(LAYER_LIBRARY.len() > 1024);
+        if cfg!(target_os = "linux") {
+            assert_eq!(&LAYER_LIBRARY[..4], b"\x7fELF");
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! `gpu-crash show`: one report for a human.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use bevy_gpu_crash_reporter::report::{
+    read_report, BreadcrumbState, CrashKind, CrashReport, Culprit, ObjectState,
+};
+
+use crate::address_line::{self, bytes};
+use crate::error::CliError;
+use crate::CliResult;
+
+/// Candidates listed under the culprit.
+const MAX_ALSO: usize = 4;
+
+pub fn run(path: &Path) -> CliResult {
+    if !path.exists() {
+        return Err(CliError::NotFound(path.display().to_string()));
+    }
+    let report = read_report(path)?;
+    print!("{}", render(&report));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The whole text: verdict and summary, culprit and address line per fault, hang, breadcrumbs,
+/// device and driver, notes. Deterministic for a given report (snapshot-tested).
+pub fn render(r: &CrashReport) -> String {
+    let mut out = String::new();
+    let kind = match r.kind {
+        CrashKind::DeviceLost => "device lost (VK_ERROR_DEVICE_LOST)",
+        CrashKind::GpuHang => "GPU hang",
+    };
+    let _ = writeln!(out, "{}", r.summary);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "  what      {kind}");
+    if let Some(fault) = r.faults.first() {
+        let _ = writeln!(out, "  verdict   {}", fault.verdict.as_str());
+    }
+    if let Some(stage) = &r.gpu_stage {
+        let _ = writeln!(out, "  GPU stage {stage}");
+    }
+    let _ = writeln!(out, "  when      {} (frame {})", r.time, r.frame);
+    let app = &r.application;
+    let _ = writeln!(
+        out,
+        "  game      {}{}{}",
+        if app.name.is_empty() {
+            "(unnamed)"
+        } else {
+            &app.name
+        },
+        if app.version.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", app.version)
+        },
+        if app.engine_name.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} {})", app.engine_name, app.engine_version)
+        }
+    );
+    if let Some(drill) = &r.drill {
+        let _ = writeln!(
+            out,
+            "  drill     {drill} (injected by VK_LAYER_gpu_crash_drill)"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  device    generation {}, crash {} of this run{}",
+        r.device_generation,
+        r.crashes_this_run,
+        r.ms_since_previous_crash
+            .map(|ms| format!(", {ms} ms after the previous one"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out, "  report    {} (schema {})", r.id, r.schema_version);
+
+    for (i, fault) in r.faults.iter().enumerate() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Fault {} of {}: {} at {:#x} (precision {}, range [{:#x}, {:#x}])",
+            i + 1,
+            r.faults.len(),
+            format!("{:?}", fault.access).to_ascii_lowercase(),
+            fault.address,
+            bytes(fault.precision),
+            fault.address_range[0],
+            fault.address_range[1]
+        );
+        let _ = writeln!(out, "  {}", fault.summary);
+        match &fault.culprit {
+            Some(c) => {
+                let _ = writeln!(out, "  culprit   {}", describe(c));
+                let _ = writeln!(out, "            {}", c.reason);
+            }
+            None => {
+                let _ = writeln!(out, "  culprit   none known at this address");
+            }
+        }
+        // The next best few; the address line below shows the rest to scale.
+        let also: Vec<&Culprit> = fault
+            .candidates
+            .iter()
+            .skip(1)
+            .filter(|c| Some(*c) != fault.culprit.as_ref() && c.object_type != "DEVICE_MEMORY")
+            .collect();
+        for c in also.iter().take(MAX_ALSO) {
+            let _ = writeln!(out, "  also      {}", describe(c));
+        }
+        if also.len() > MAX_ALSO {
+            let _ = writeln!(
+                out,
+                "  ...       {} more candidate(s) in the report",
+                also.len() - MAX_ALSO
+            );
+        }
+        if let Some(line) = address_line::draw(r, fault) {
+            let _ = writeln!(out);
+            out.push_str(&line);
+        }
+    }
+
+    if let Some(hang) = &r.hang {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Hang: frame {} and {} frame(s) in all had not completed after {} ms (timeout {} ms){}",
+            hang.oldest_pending_frame,
+            hang.pending_frames,
+            hang.stalled_ms,
+            hang.hang_timeout_ms,
+            if hang.driver_watchdog_timeout {
+                "; the driver's watchdog timed out too"
+            } else {
+                ""
+            }
+        );
+        if hang.suspects.is_empty() {
+            let _ = writeln!(out, "  no resource was freed while the work was pending");
+        }
+        for s in &hang.suspects {
+            let _ = writeln!(out, "  suspect   {}", describe(s));
+        }
+    }
+
+    let _ = writeln!(out);
+    if r.breadcrumbs.is_empty() {
+        let _ = writeln!(
+            out,
+            "Breadcrumbs: none (no frame in flight, or none recorded)"
+        );
+    } else {
+        let _ = writeln!(out, "Breadcrumbs of the frames in flight (oldest first):");
+        for frame in &r.breadcrumbs {
+            let in_flight = frame.in_flight();
+            let _ = writeln!(out, "  frame {}", frame.frame);
+            for b in &frame.breadcrumbs {
+                let mark = match b.state {
+                    BreadcrumbState::Completed => "[x]",
+                    BreadcrumbState::Started => "[>]",
+                    BreadcrumbState::NotStarted => "[ ]",
+                };
+                let here = if in_flight == Some(b) {
+                    "   <- the GPU was here"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "    {mark} {:<21} {}{here}",
+                    b.state.describe(),
+                    b.describe()
+                );
+            }
+        }
+    }
+    if !r.frames.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Frames (submitted before the report / completed after):"
+        );
+        // Runs of frames that never completed are one line: a hang leaves hundreds of them.
+        let mut i = 0;
+        while i < r.frames.len() {
+            let f = &r.frames[i];
+            let run = r.frames[i..]
+                .iter()
+                .take_while(|g| g.completed_after_ms.is_none())
+                .count();
+            if run > 2 {
+                let last = &r.frames[i + run - 1];
+                let _ = writeln!(
+                    out,
+                    "  frames {}-{} ({run}), {}-{} ms ago: never completed",
+                    f.frame,
+                    last.frame,
+                    f.submitted_ms_before_report,
+                    last.submitted_ms_before_report
+                );
+                i += run;
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "  frame {:>6}  {:>6} ms ago  {}",
+                f.frame,
+                f.submitted_ms_before_report,
+                f.completed_after_ms
+                    .map(|ms| format!("completed after {ms} ms"))
+                    .unwrap_or_else(|| "never completed".into())
+            );
+            i += 1;
+        }
+    }
+
+    let g = &r.gpu;
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Device: {} ({}, {} {:#06x}:{:#06x}, {} MiB)",
+        g.gpu_name, g.device_type, g.vendor_name, g.vendor_id, g.device_id, g.memory_size_mb
+    );
+    let _ = writeln!(
+        out,
+        "Driver: {} {} (version {}), Vulkan {}",
+        g.driver_name, g.driver_info, g.driver_version, g.api_version
+    );
+    let _ = writeln!(out, "  {}", g.summary());
+    for line in &g.missing {
+        let _ = writeln!(out, "  missing: {line}");
+    }
+    if let Some(description) = &r.description {
+        let _ = writeln!(out, "Driver's description: {description}");
+    }
+    if let Some(message) = &r.shader_abort_message {
+        let _ = writeln!(out, "Shader abort: {message}");
+    }
+    if let Some(v) = &r.vendor_binary {
+        let _ = writeln!(
+            out,
+            "Vendor binary: {}{}",
+            bytes(v.size),
+            v.file_name
+                .as_ref()
+                .map(|f| format!(", beside the report as {f}"))
+                .unwrap_or_default()
+        );
+    }
+    let stats = &r.index_stats;
+    let _ = writeln!(
+        out,
+        "Binding events: {} recorded, {} dropped; {} kept before the fault, {} after",
+        stats.events,
+        r.binding_events_dropped,
+        r.recent_events.len(),
+        r.events_after_fault.len()
+    );
+    if r.suppressed_duplicates > 0 {
+        let _ = writeln!(
+            out,
+            "Stands for {} more crash(es) with the same fingerprint (crash-loop limit)",
+            r.suppressed_duplicates
+        );
+    }
+    for note in &r.notes {
+        let _ = writeln!(out, "Note: {note}");
+    }
+    out
+}
+
+/// `buffer "particles" (freed 2 frames, 35 ms before), BUFFER 0x5a at [0x…, +64 KiB), offset 16`.
+fn describe(c: &Culprit) -> String {
+    let state = match c.state {
+        ObjectState::Live => "live".to_owned(),
+        ObjectState::Freed => {
+            let mut ago = Vec::new();
+            if let Some(f) = c.freed_frames_ago {
+                ago.push(format!("{f} frame(s)"));
+            }
+            if let Some(ms) = c.freed_ms_ago {
+                ago.push(format!("{ms} ms"));
+            }
+            if ago.is_empty() {
+                "freed".to_owned()
+            } else {
+                format!("freed {} before", ago.join(", "))
+            }
+        }
+    };
+    let past_end = c
+        .bytes_past_end
+        .map(|b| format!(", {b} bytes past its end"))
+        .unwrap_or_default();
+    format!(
+        "{} ({state}), {} {:#x} at [{:#x}, +{}), offset {}{past_end}",
+        c.label,
+        c.object_type,
+        c.handle,
+        c.base,
+        bytes(c.size),
+        c.offset
+    )
+}

@@ -1,0 +1,133 @@
+//! `gpu-crash upload`: saved reports to Sentry through the plugin's own outbox: the same envelope
+//! (event, fingerprint, attachments), once only (`sent/` markers), 429/`Retry-After` honoured.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use bevy_gpu_crash_reporter::report::{read_report, CrashReport};
+use bevy_gpu_crash_reporter::{DeliverySettings, Dsn, Outbox, UploadState};
+
+use crate::error::CliError;
+use crate::list::{outbox_dir_for, report_files};
+use crate::CliResult;
+
+/// How long one run may keep sending (waits asked for by the server included).
+const FLUSH_BUDGET: Duration = Duration::from_secs(120);
+
+/// Arguments of `gpu-crash upload`.
+#[derive(clap::Args)]
+pub struct UploadArgs {
+    /// Sentry DSN; by default `SENTRY_DSN`.
+    #[arg(long)]
+    dsn: Option<String>,
+    /// The outbox to queue into; by default the game's own (`gpu-crash-outbox` beside
+    /// `gpu-crash-reports`), else `gpu-crash-outbox` inside the report's folder.
+    #[arg(long)]
+    outbox: Option<PathBuf>,
+    /// Reports (`gpu-crash-*.json`) or folders of reports.
+    #[arg(required = true, value_name = "REPORT|DIR")]
+    paths: Vec<PathBuf>,
+}
+
+pub fn run(args: UploadArgs) -> CliResult {
+    let dsn_text = match args.dsn {
+        Some(d) => d,
+        None => std::env::var("SENTRY_DSN")
+            .ok()
+            .filter(|d| !d.trim().is_empty())
+            .ok_or(CliError::NoDsn)?,
+    };
+    let dsn: Dsn = dsn_text.parse()?;
+    let reports = collect(&args.paths)?;
+    if reports.is_empty() {
+        println!("gpu-crash: no reports to upload");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // One outbox per folder (the plugin keeps one per game); reports queued, then each flushed.
+    let mut outboxes: Vec<Outbox> = Vec::new();
+    let mut skipped = 0;
+    for (path, report) in &reports {
+        let dir = args
+            .outbox
+            .clone()
+            .unwrap_or_else(|| outbox_dir_for(path.parent().unwrap_or(Path::new("."))));
+        let state = Outbox::state_of(&dir, report);
+        if state == UploadState::Sent {
+            println!("already sent: {}", path.display());
+            skipped += 1;
+            continue;
+        }
+        let outbox = match outboxes.iter().find(|o| o.dir() == dir) {
+            Some(o) => o.clone(),
+            None => {
+                let o = Outbox::new(DeliverySettings {
+                    dsn_from_env: false,
+                    upload_timeout: Duration::from_secs(30),
+                    ..DeliverySettings::new(Some(dsn.clone()), dir.clone())
+                });
+                outboxes.push(o.clone());
+                o
+            }
+        };
+        let vendor_binary = report
+            .vendor_binary
+            .as_ref()
+            .and_then(|v| v.file_name.as_ref())
+            .and_then(|name| std::fs::read(path.with_file_name(name)).ok());
+        outbox.enqueue(report, vendor_binary.as_deref())?;
+        println!("queued: {} ({})", path.display(), report.summary);
+    }
+    let (mut sent, mut failed, mut pending) = (0, 0, 0);
+    for outbox in &outboxes {
+        let summary = outbox.flush(Instant::now() + FLUSH_BUDGET);
+        sent += summary.sent;
+        failed += summary.failed;
+        pending += summary.pending;
+        if let Some(e) = &summary.last_error {
+            eprintln!("gpu-crash: {e}");
+        }
+        if summary.pending > 0 {
+            eprintln!(
+                "gpu-crash: {} report(s) wait in {}: {}",
+                summary.pending,
+                outbox.dir().display(),
+                summary
+                    .stopped
+                    .as_deref()
+                    .unwrap_or("in use by another upload")
+            );
+        }
+    }
+    println!(
+        "gpu-crash: sent {sent}, already sent {skipped}, rejected {failed}, still pending {pending} \
+         (to {})",
+        dsn.host()
+    );
+    Ok(if failed == 0 && pending == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The reports named on the command line: a file must be a readable report (else the error, exit
+/// 2); in a folder, files that are not reports are skipped with one line each.
+fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, CrashReport)>, CliError> {
+    let mut reports = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            for file in report_files(path) {
+                match read_report(&file) {
+                    Ok(r) => reports.push((file, r)),
+                    Err(e) => eprintln!("gpu-crash: skipped: {e}"),
+                }
+            }
+        } else if path.exists() {
+            reports.push((path.clone(), read_report(path)?));
+        } else {
+            return Err(CliError::NotFound(path.display().to_string()));
+        }
+    }
+    Ok(reports)
+}

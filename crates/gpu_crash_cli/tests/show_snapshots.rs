@@ -1,0 +1,43 @@
+//! `gpu-crash show` on a report of every drill scenario, against stored snapshots.
+//!
+//! The reports in tests/fixtures were written by the plugin in `examples/tiny_game.rs` under
+//! `gpu-crash drill` on lavapipe (tests/fixtures/README.md says how to write them again). After a
+//! deliberate change of the output, `UPDATE_SNAPSHOTS=1 cargo test -p gpu-crash --test
+//! show_snapshots` rewrites tests/snapshots and `git diff` shows what changed.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+#[test]
+fn show_matches_the_snapshot_of_every_scenario() {
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    let mut differ = Vec::new();
+    for scenario in SCENARIOS {
+        let output = gpu_crash()
+            .arg("show")
+            .arg(fixture(scenario))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "{scenario}: {stderr}");
+        let snapshot = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/snapshots")
+            .join(format!("show-{scenario}.txt"));
+        if update {
+            std::fs::write(&snapshot, &stdout).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&snapshot)
+            .unwrap_or_else(|e| panic!("{}: {e}", snapshot.display()));
+        if stdout != expected {
+            differ.push(format!(
+                "--- {} (expected)\n{expected}\n--- gpu-crash show (actual)\n{stdout}",
+                snapshot.display()
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
