@@ -24,9 +24,11 @@ use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
-use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
+use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
+/// The game's breadcrumb around the hang it records in Cleanup.
+const CLEANUP_WORK: &str = "truth: cleanup work";
 
 struct Run {
     output: Output,
@@ -154,6 +156,15 @@ fn a_short_stall_writes_nothing_and_a_later_real_hang_is_still_reported() {
     assert!(
         frames_before > 40,
         "the hang came after the stall: {frames_before}"
+    );
+    // The hang was recorded in Cleanup, after the frame's completion marker (the layer provides
+    // VK_AMD_buffer_marker): the report still names the game's breadcrumb around it.
+    assert_eq!(
+        report.gpu_stage.as_deref(),
+        Some(CLEANUP_WORK),
+        "{}\n{:#?}",
+        report.summary,
+        report.breadcrumbs
     );
 }
 
@@ -392,6 +403,7 @@ fn hang_gpu_when_asked(
     mode: Res<Mode>,
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
+    breadcrumbs: GpuBreadcrumbs,
     mut frame: Local<u32>,
 ) {
     *frame += 1;
@@ -432,6 +444,10 @@ fn hang_gpu_when_asked(
             );
         })
     };
-    queue.submit([encoder.finish()]);
+    // The game's own breadcrumb around its Cleanup-time work, submitted after the frame's completion
+    // marker: the next frame's marker covers it, and its breadcrumb goes with that frame.
+    let begin = breadcrumbs.begin_command_buffer(&device, CLEANUP_WORK);
+    let end = breadcrumbs.end_command_buffer(&device, CLEANUP_WORK);
+    queue.submit(begin.into_iter().chain([encoder.finish()]).chain(end));
     eprintln!("truth child: GPU hang recorded");
 }

@@ -74,6 +74,7 @@ pub(crate) fn submit_frame_end(
     let Some(buffer) = buffer else {
         return;
     };
+    timeline.end_frame();
     // A frame with no render-graph submit (no camera) is pending from here; counted before the call
     // for the reason given at `mark_frame_submitting`.
     timeline.current_frame_submitting(crash.reporter.ring_position(), Instant::now());

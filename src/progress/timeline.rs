@@ -47,6 +47,11 @@ pub(crate) struct FrameEntry {
     pub breadcrumbs: Vec<Breadcrumb>,
     /// Breadcrumbs that did not fit in the frame's marker slot (none recorded for them).
     pub breadcrumbs_dropped: u32,
+    /// The frame's completion marker was submitted: later work belongs to the next frame.
+    ended: bool,
+    /// Begun by a breadcrumb recorded after the previous frame's completion marker (e.g. a game's
+    /// Cleanup-time work), before the render graph began it.
+    early: bool,
 }
 
 #[derive(Default)]
@@ -112,10 +117,27 @@ impl GpuTimeline {
     }
 
     /// Render thread, before the frame's first submit: starts the next frame's entry and returns its
-    /// number.
+    /// number (the entry a breadcrumb already began after the previous frame's end, if there is one).
     pub(crate) fn begin_frame(&self, ring_position: u64) -> u64 {
         let completed = self.completed();
         let mut ledger = self.ledger();
+        if let Some(entry) = ledger.frames.back_mut().filter(|e| e.early && !e.ended) {
+            entry.early = false;
+            return entry.frame;
+        }
+        Self::push_frame(&mut ledger, ring_position, completed, false)
+    }
+
+    /// Render thread, once the frame's completion marker is recorded: whatever is submitted later
+    /// (a game's Cleanup-time work) is covered by the next frame's marker, and its breadcrumbs go
+    /// there.
+    pub(crate) fn end_frame(&self) {
+        if let Some(entry) = self.ledger().frames.back_mut() {
+            entry.ended = true;
+        }
+    }
+
+    fn push_frame(ledger: &mut Ledger, ring_position: u64, completed: u64, early: bool) -> u64 {
         ledger.last_begun += 1;
         let frame = ledger.last_begun;
         if ledger.frames.len() >= LEDGER_FRAMES {
@@ -134,6 +156,8 @@ impl GpuTimeline {
             completed_seen_at: None,
             breadcrumbs: Vec::new(),
             breadcrumbs_dropped: 0,
+            ended: false,
+            early,
         });
         frame
     }
@@ -145,7 +169,14 @@ impl GpuTimeline {
         label: &'static str,
         camera: Option<Arc<str>>,
     ) -> Option<(u64, usize)> {
+        let completed = self.completed();
         let mut ledger = self.ledger();
+        let ended = ledger.frames.back()?;
+        if ended.ended {
+            // After the frame's completion marker: the next frame's marker covers this work.
+            let ring_before = ended.ring_after.unwrap_or(ended.ring_before);
+            Self::push_frame(&mut ledger, ring_before, completed, true);
+        }
         let entry = ledger.frames.back_mut()?;
         let marker = entry.breadcrumbs.len() * 2;
         if marker + 1 >= MARKERS_PER_FRAME {
