@@ -553,6 +553,51 @@ device16() {
     tar -C $logs -czf "$OUT/run16-results.tar.gz" .
 }
 
+# Batch 17 (issue 21): breadcrumbs for camera views only. Release realistic_scene + release drill
+# layer: breadcrumbs on / off in 12 alternating rounds (marker command buffers per frame printed),
+# then the drill's hang-in-pass:main_opaque_pass_3d in that scene on the NVIDIA driver.
+build17() {
+    (cd bench/realistic_scene && cargo build --release)
+    cargo build --release -p gpu_crash_drill_layer
+    rm -rf /tmp/pk17 && mkdir -p /tmp/pk17/layer /tmp/pk17-stage .devrun
+    cp target/release/realistic_scene /tmp/pk17/
+    strip /tmp/pk17/realistic_scene
+    cp target/release/libgpu_crash_drill_layer.so /tmp/pk17/layer/
+    cargo run -q --release -p xtask -- layer-manifest /tmp/pk17-stage
+    sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
+        /tmp/pk17-stage/VK_LAYER_gpu_crash_drill.json > /tmp/pk17/layer/VK_LAYER_gpu_crash_drill.json
+    tar -C /tmp/pk17 -cf - . | xz -T0 -6 > .devrun/scene17.tar.xz
+    git rev-parse --short=12 HEAD > .devrun/scene17.commit
+    ls -la .devrun
+}
+device17() {
+    setup_device
+    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/scene17.tar.xz
+    echo "commit $(cat .devrun/scene17.commit)" | tee -a $logs/env.txt
+    local t0 r
+    echo "== (1) drill hang-in-pass:main_opaque_pass_3d in the realistic scene"
+    t0=$(date +%s)
+    VK_LAYER_PATH=/tmp/p/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+        GPU_CRASH_DRILL=hang-in-pass:main_opaque_pass_3d GPU_CRASH_DRILL_AFTER=200 \
+        GPU_CRASH_REPORT_DIR=$logs/drill-reports timeout -s KILL 50 /tmp/p/realistic_scene \
+        --frames 100000 --warmup 20 > $logs/drill.out 2> $logs/drill.err
+    echo "drill rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "gpu_crash_drill\]" $logs/drill.err | cut -c1-300 | head -5
+    for r in $logs/drill-reports/*.json; do
+        [ -f "$r" ] || continue
+        grep -oE '"(kind|summary|gpu_stage)": *"[^"]*"' "$r" | cut -c1-300
+        grep -oE '"label": *"[^"]*", *"camera": *("[^"]*"|null), *"state": *"[^"]*"' "$r" | head -12
+    done
+    echo "== (2) breadcrumbs off (3) / on (1), 12 rounds"
+    t0=$(date +%s)
+    timeout -s KILL 420 /tmp/p/realistic_scene --compare --configs 3,1 --rounds 12 --frames 150 \
+        --warmup 30 > $logs/scene.out 2> $logs/scene.err
+    echo "scene rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -E "ratio|summary" $logs/scene.out | cut -c1-600
+    grep -E "panicked|DeviceLost|GPU hang" $logs/scene.err | head -3
+    tar -C $logs -czf "$OUT/run17-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -565,6 +610,8 @@ case "${1:-}" in
     device14) device14 ;;
     device15) device15 ;;
     device16) device16 ;;
+    build17) build17 ;;
+    device17) device17 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -575,5 +622,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | device | device2 … device16"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | device | device2 … device17"; exit 2 ;;
 esac
