@@ -5,171 +5,19 @@
 //! write visible to the host, so a host-coherent mapped buffer shows the marker once the work before
 //! it has executed (the emulation of a breadcrumb that a GPU writes as it goes).
 //!
-//! Commands the layer adds must land where they are valid, so [`CommandTracker`] follows each command
+//! Commands the layer adds must land where they are valid, so `state::commands::CommandTracker` follows each command
 //! buffer's pool (queue family), level and render pass state from the pool, allocate, begin/end and
 //! render pass hooks below. The hooks are only installed on devices where the layer records anything
 //! (`DeviceData::tracks_commands`).
 
-use std::collections::HashMap;
-
 use ash::vk::{self, Handle};
 
 use crate::config::Scenario;
-use crate::device::{dev_of, NO_DEVICE};
-use crate::dispatch::DeviceData;
-use crate::fault::{self, WaitInjection};
-use crate::guard;
+use crate::dispatch::{dev_of, DeviceData, NO_DEVICE};
+use crate::fault;
+use crate::log::guard;
 use crate::log::log_line;
-
-/// Where a command buffer's recording stands with respect to render pass instances.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum PassState {
-    #[default]
-    Outside,
-    /// Inside a render pass instance (or a secondary command buffer that continues one).
-    Inside {
-        /// A dynamic rendering instance begun with `VK_RENDERING_SUSPENDING_BIT`.
-        suspending: bool,
-    },
-    /// After a suspended dynamic rendering instance: no action or synchronization command may be
-    /// recorded until it resumes (in this or a later command buffer).
-    Suspended,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct CommandBufferState {
-    pool: u64,
-    primary: bool,
-    pass: PassState,
-    /// The `hang-in-pass` label began inside a render pass instance: the wait goes in right after
-    /// the instance ends (the first valid point after the label).
-    hang_pending: bool,
-}
-
-/// Per-device command pool and command buffer bookkeeping.
-#[derive(Debug, Default)]
-pub(crate) struct CommandTracker {
-    /// Pool → queue family index.
-    pools: HashMap<u64, u32>,
-    buffers: HashMap<u64, CommandBufferState>,
-    marker_in_pass_warned: bool,
-}
-
-impl CommandTracker {
-    pub(crate) fn create_pool(&mut self, pool: u64, family: u32) {
-        self.pools.insert(pool, family);
-    }
-
-    /// Forgets a destroyed pool and its command buffers; returns those.
-    pub(crate) fn destroy_pool(&mut self, pool: u64) -> Vec<u64> {
-        self.pools.remove(&pool);
-        let gone = self.pool_buffers(pool);
-        for cb in &gone {
-            self.buffers.remove(cb);
-        }
-        gone
-    }
-
-    /// The command buffers of `pool` (for a pool reset).
-    pub(crate) fn pool_buffers(&self, pool: u64) -> Vec<u64> {
-        self.buffers
-            .iter()
-            .filter(|(_, s)| s.pool == pool)
-            .map(|(&cb, _)| cb)
-            .collect()
-    }
-
-    pub(crate) fn allocate(&mut self, pool: u64, primary: bool, buffers: &[u64]) {
-        for &cb in buffers {
-            self.buffers.insert(
-                cb,
-                CommandBufferState {
-                    pool,
-                    primary,
-                    pass: PassState::Outside,
-                    hang_pending: false,
-                },
-            );
-        }
-    }
-
-    pub(crate) fn free(&mut self, buffers: &[u64]) {
-        for cb in buffers {
-            self.buffers.remove(cb);
-        }
-    }
-
-    /// `vkBeginCommandBuffer` / a reset: recording starts outside any render pass, except for a
-    /// secondary command buffer that continues one.
-    pub(crate) fn begin(&mut self, cb: u64, continues_pass: bool) {
-        if let Some(s) = self.buffers.get_mut(&cb) {
-            s.hang_pending = false;
-            s.pass = if continues_pass && !s.primary {
-                PassState::Inside { suspending: false }
-            } else {
-                PassState::Outside
-            };
-        }
-    }
-
-    pub(crate) fn begin_pass(&mut self, cb: u64, suspending: bool) {
-        if let Some(s) = self.buffers.get_mut(&cb) {
-            s.pass = PassState::Inside { suspending };
-        }
-    }
-
-    /// A render pass instance ended; true when recording is now outside any instance.
-    pub(crate) fn end_pass(&mut self, cb: u64) -> bool {
-        let Some(s) = self.buffers.get_mut(&cb) else {
-            return false;
-        };
-        s.pass = match s.pass {
-            PassState::Inside { suspending: true } => PassState::Suspended,
-            _ => PassState::Outside,
-        };
-        s.pass == PassState::Outside
-    }
-
-    /// The queue family of a known primary command buffer recording outside any render pass: where
-    /// the layer may insert its own synchronization commands.
-    pub(crate) fn insertable(&self, cb: u64) -> Option<u32> {
-        let s = self.buffers.get(&cb)?;
-        if !s.primary || s.pass != PassState::Outside {
-            return None;
-        }
-        self.pools.get(&s.pool).copied()
-    }
-
-    /// The queue family of a known primary command buffer, wherever its recording stands.
-    pub(crate) fn primary_family(&self, cb: u64) -> Option<u32> {
-        let s = self.buffers.get(&cb).filter(|s| s.primary)?;
-        self.pools.get(&s.pool).copied()
-    }
-
-    pub(crate) fn defer_hang(&mut self, cb: u64) {
-        if let Some(s) = self.buffers.get_mut(&cb) {
-            s.hang_pending = true;
-        }
-    }
-
-    /// Takes the deferred hang of `cb` once recording is outside any render pass instance.
-    pub(crate) fn take_hang_pending(&mut self, cb: u64) -> bool {
-        match self.buffers.get_mut(&cb) {
-            Some(s) if s.hang_pending && s.pass == PassState::Outside => {
-                s.hang_pending = false;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// True when a known command buffer is inside (or between the parts of) a render pass instance.
-    pub(crate) fn in_pass(&self, cb: u64) -> bool {
-        self.buffers
-            .get(&cb)
-            .is_some_and(|s| s.pass != PassState::Outside)
-    }
-}
+use crate::state::fault::WaitInjection;
 
 /// The layer's `vkCmdWriteBufferMarkerAMD`.
 ///
@@ -875,44 +723,4 @@ pub(crate) unsafe extern "system" fn cmd_end_rendering_khr(cb: vk::CommandBuffer
             cb,
         )
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn render_pass_state_follows_levels_and_instances() {
-        let mut t = CommandTracker::default();
-        t.create_pool(1, 3);
-        t.allocate(1, true, &[10]);
-        t.allocate(1, false, &[11]);
-        t.begin(10, false);
-        assert!(!t.in_pass(10));
-        t.begin_pass(10, false);
-        assert!(t.in_pass(10));
-        assert!(t.end_pass(10));
-        assert!(!t.in_pass(10));
-        // A suspended dynamic rendering instance counts as inside until it ends for good.
-        t.begin_pass(10, true);
-        assert!(!t.end_pass(10));
-        assert!(t.in_pass(10));
-        t.begin_pass(10, false);
-        assert!(t.end_pass(10));
-        // A secondary that continues a render pass is inside it; a primary never "continues".
-        t.begin(11, true);
-        assert!(t.in_pass(11));
-        t.begin(10, true);
-        assert!(!t.in_pass(10));
-        // Insertion points: primaries outside any render pass, with their pool's family.
-        assert_eq!(t.insertable(10), Some(3));
-        t.begin_pass(10, false);
-        assert_eq!(t.insertable(10), None);
-        assert_eq!(t.insertable(11), None);
-        // Unknown command buffers are never "inside" and never insertion points.
-        assert!(!t.in_pass(99));
-        assert_eq!(t.insertable(99), None);
-        assert_eq!(t.destroy_pool(1).len(), 2);
-        assert!(t.pool_buffers(1).is_empty());
-    }
 }

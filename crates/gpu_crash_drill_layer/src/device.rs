@@ -5,23 +5,17 @@
 //! never produces) gets `VK_ERROR_INITIALIZATION_FAILED` rather than a crash.
 
 use std::ffi::c_void;
-use std::sync::Arc;
 
 use ash::vk::{self, Handle};
 use vulkan_fault_ffi::{DeviceFaultDebugInfoKHR, DeviceFaultInfoKHR};
 
-use crate::bindings::{emit, BindingEvent};
-use crate::dispatch::{self, DeviceData};
+use crate::dispatch::{self, dev_of, DeviceData, NO_DEVICE};
 use crate::fault::{self, SubmitAction};
-use crate::{guard, native};
-
-pub(crate) const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
-
-/// Looks up the device of a dispatchable handle.
-pub(crate) fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {
-    // SAFETY: hooks are only called by the loader with valid dispatchable handles.
-    unsafe { dispatch::device_of(h) }
-}
+use crate::log::guard;
+use crate::messengers::emit;
+use crate::native;
+use crate::state::bindings::BindingEvent;
+use crate::state::fault::WaitInjection;
 
 fn report(dev: &DeviceData, events: &[BindingEvent]) {
     if dev.extensions.binding_report_enabled {
@@ -41,7 +35,7 @@ pub(crate) unsafe extern "system" fn destroy_device(
         let Some(dev) = dispatch::remove_device(unsafe { dispatch::dispatch_key(device) }) else {
             return;
         };
-        let waited = dev.lock().fault.wait != fault::WaitInjection::Armed;
+        let waited = dev.lock().fault.wait != WaitInjection::Armed;
         {
             // Emptied under the slot lock: a stall thread that has not fired yet finds nothing.
             let mut slot = dev.event_slot();

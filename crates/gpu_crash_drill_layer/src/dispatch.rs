@@ -10,7 +10,7 @@
 //!
 //! - the leaf lock `DeviceData::drill_event` around `vkSetEvent` / `vkDestroyEvent` (see there);
 //! - the read side of `InstanceData::messengers` around the delivery of the layer's own binding
-//!   reports to the application's callbacks (`bindings::emit`). Its write side is taken only by
+//!   reports to the application's callbacks (`messengers::emit`). Its write side is taken only by
 //!   `vkCreateDebugUtilsMessengerEXT` / `vkDestroyDebugUtilsMessengerEXT` to change the list, never
 //!   while calling down the chain. An application callback must not call Vulkan commands (spec), so
 //!   it cannot need the write side, and `emit` is only ever called with no other layer lock held.
@@ -25,11 +25,11 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ash::vk::{self, Handle};
 
-use crate::bindings::DeviceTracker;
-use crate::commands::CommandTracker;
 use crate::config::Config;
-use crate::extensions::DeviceExtensions;
-use crate::fault::FaultState;
+use crate::state::bindings::DeviceTracker;
+use crate::state::commands::CommandTracker;
+use crate::state::extensions::DeviceExtensions;
+use crate::state::fault::FaultState;
 
 /// Declares a table of optional next-layer entry points, loaded by name.
 macro_rules! fn_table {
@@ -172,7 +172,7 @@ pub(crate) struct InstanceData {
     pub fns: InstanceFns,
     pub config: Config,
     pub app: AppInfo,
-    /// The application's debug messengers. `bindings::emit` holds the read side while it calls their
+    /// The application's debug messengers. `messengers::emit` holds the read side while it calls their
     /// callbacks; `vkDestroyDebugUtilsMessengerEXT` removes a messenger under the write side, so it
     /// waits for every delivery in flight and no callback of a destroyed messenger runs after the
     /// destroy returns (see the module doc for the locking order).
@@ -300,6 +300,14 @@ pub(crate) unsafe fn instance_of<H: Handle + Copy>(handle: H) -> Option<Arc<Inst
     }
     // SAFETY: forwarded from the caller.
     instance_by_key(unsafe { dispatch_key(handle) })
+}
+
+pub(crate) const NO_DEVICE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
+
+/// Looks up the device of a dispatchable handle.
+pub(crate) fn dev_of<H: Handle + Copy>(h: H) -> Option<Arc<DeviceData>> {
+    // SAFETY: hooks are only called by the loader with valid dispatchable handles.
+    unsafe { device_of(h) }
 }
 
 /// Reads a C string argument, tolerating null.

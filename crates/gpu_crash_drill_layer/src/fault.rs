@@ -8,102 +8,21 @@
 //! [`wait_submitted`] acts when the command buffer holding it is submitted. The queries then answer
 //! from the record with the exact two-call contracts of the specification.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ash::vk;
 use vulkan_fault_ffi::{
-    structure_type, DeviceFaultDebugInfoKHR, DeviceFaultFlagsKHR, DeviceFaultInfoKHR,
+    structure_type, DeviceFaultDebugInfoKHR, DeviceFaultInfoKHR,
     DeviceFaultShaderAbortMessageInfoKHR, DeviceFaultVendorBinaryHeaderVersionOneKHR,
 };
 
-use crate::bindings::Target;
 use crate::config::{LossMode, Scenario};
 use crate::dispatch::DeviceData;
 use crate::log::log_line;
-
-/// The address part of a fault.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FaultAddress {
-    pub address_type: vk::DeviceFaultAddressTypeEXT,
-    pub reported_address: u64,
-    pub precision: u64,
-}
-
-/// What the drill injected.
-#[derive(Clone, Debug)]
-pub(crate) struct FaultRecord {
-    pub scenario: Scenario,
-    pub description: String,
-    pub address: Option<FaultAddress>,
-    pub vendor_description: String,
-    pub vendor_data: u64,
-    pub abort_message: String,
-}
-
-impl FaultRecord {
-    fn khr_report(&self) -> DeviceFaultInfoKHR {
-        let mut info = DeviceFaultInfoKHR {
-            group_id: 1,
-            ..Default::default()
-        };
-        info.flags = DeviceFaultFlagsKHR::VENDOR;
-        if matches!(self.scenario, Scenario::Hang | Scenario::HangInPass(_)) {
-            info.flags |= DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT;
-        } else {
-            info.flags |= DeviceFaultFlagsKHR::DEVICE_LOST;
-        }
-        copy_c_string(&mut info.description, &self.description);
-        if let Some(a) = self.address {
-            info.flags |= DeviceFaultFlagsKHR::MEMORY_ADDRESS;
-            info.fault_address_info.address_type = a.address_type;
-            info.fault_address_info.reported_address = a.reported_address;
-            info.fault_address_info.address_precision = a.precision;
-        }
-        copy_c_string(&mut info.vendor_info.description, &self.vendor_description);
-        info.vendor_info.vendor_fault_code = self.scenario.vendor_code();
-        info.vendor_info.vendor_fault_data = self.vendor_data;
-        info
-    }
-}
-
-/// Where the wait of a `records_wait` scenario stands (once per device).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum WaitInjection {
-    /// Not recorded yet.
-    #[default]
-    Armed,
-    /// Recorded into this command buffer, which was not submitted yet.
-    Recorded(u64),
-    /// The command buffer holding it was submitted: done for this device.
-    Submitted,
-}
-
-/// Per-device fault state.
-#[derive(Debug, Default)]
-pub(crate) struct FaultState {
-    submits: u64,
-    lost: bool,
-    hung: bool,
-    record: Option<FaultRecord>,
-    khr_pending: Vec<DeviceFaultInfoKHR>,
-    label_warned: bool,
-    pub(crate) wait: WaitInjection,
-    /// `hang-in-pass`: matching labels seen after the threshold (the wait goes at the wanted one).
-    pub(crate) hang_labels_seen: u32,
-    /// `after-rebind`: the GPU is "dead" (submissions swallowed) and this many were swallowed so far.
-    dead: Option<u64>,
-}
-
-/// `after-rebind`: submissions swallowed without a re-bind before the device is lost anyway.
-pub(crate) const REBIND_LIMIT: u64 = 600;
-
-impl FaultState {
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lost
-    }
-}
+use crate::state::bindings::Target;
+use crate::state::fault::{copy_c_string, FaultAddress, FaultRecord, WaitInjection, REBIND_LIMIT};
 
 /// What a queue submission hook must do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,7 +223,7 @@ fn release_stall_after(dev: Arc<DeviceData>, ms: u64) {
     let spawned = std::thread::Builder::new()
         .name("gpu_crash_drill stall".into())
         .spawn(move || {
-            crate::guard("the stall thread", (), || {
+            crate::log::guard("the stall thread", (), || {
                 std::thread::sleep(Duration::from_millis(ms));
                 set_drill_event(&thread_dev, &format!("stall released after {ms} ms"));
             })
@@ -376,21 +295,6 @@ fn memory_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRe
 /// True when the drill lost this device: every call that can return `VK_ERROR_DEVICE_LOST` does.
 pub(crate) fn is_lost(dev: &DeviceData) -> bool {
     dev.lock().fault.is_lost()
-}
-
-/// Copies `s` into a fixed C string buffer, truncating at a character boundary and NUL-terminating.
-pub(crate) fn copy_c_string(dst: &mut [c_char], s: &str) {
-    let max = dst.len().saturating_sub(1);
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..end].iter()) {
-        *d = *b as c_char;
-    }
-    if let Some(d) = dst.get_mut(end) {
-        *d = 0;
-    }
 }
 
 /// Size of the VersionOne header.
@@ -697,7 +601,7 @@ pub(crate) unsafe fn get_fault_debug_info_khr(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::Range;
+    use crate::state::bindings::Range;
 
     fn target(base: u64, size: u64) -> Target {
         Target {
@@ -731,17 +635,6 @@ mod tests {
         let uaf = memory_fault(&Scenario::UseAfterFree(None), &t, 256);
         assert!(uaf.abort_message.ends_with("particles"));
         assert_eq!(uaf.address.unwrap().precision, 256);
-    }
-
-    #[test]
-    fn c_strings_truncate_and_terminate() {
-        let mut buf = [1 as c_char; 8];
-        copy_c_string(&mut buf, "abcdefghij");
-        assert_eq!(buf[7], 0);
-        assert_eq!(buf[6] as u8, b'g');
-        let mut buf = [1 as c_char; 8];
-        copy_c_string(&mut buf, "ab");
-        assert_eq!(&buf[..3], &[b'a' as c_char, b'b' as c_char, 0]);
     }
 
     #[test]

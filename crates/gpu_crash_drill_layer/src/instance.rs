@@ -10,10 +10,11 @@ use crate::dispatch::{
     self, c_str, dispatch_key, AppInfo, DeviceData, DeviceFns, DeviceState, InstanceData,
     InstanceFns, Messenger, PhysicalInfo,
 };
-use crate::extensions::{self, Provided};
+use crate::log::guard;
 use crate::log::log_line;
 use crate::manifest::LAYER_NAME;
-use crate::{chain, guard, loader, native};
+use crate::state::extensions::{self, Provided};
+use crate::{chain, loader, native};
 
 /// One line for a hook called with an instance or physical device the layer does not know (the
 /// layer never guesses the instance, see `dispatch::instance_by_key`); `outcome` says what happened
@@ -141,7 +142,7 @@ pub(crate) unsafe extern "system" fn destroy_instance(
 /// `physical` must be a valid physical device of `inst`.
 unsafe fn provided(inst: &InstanceData, physical: vk::PhysicalDevice) -> (Provided, bool) {
     // SAFETY: forwarded from the caller.
-    let driver = unsafe { extensions::driver_extensions(inst, physical) }.unwrap_or_default();
+    let driver = unsafe { driver_extensions(inst, physical) }.unwrap_or_default();
     (
         extensions::provided_for(inst.config.api, &driver),
         extensions::driver_has_ext_fault(&driver),
@@ -178,7 +179,7 @@ pub(crate) unsafe extern "system" fn enumerate_device_extension_properties(
                 },
                 None => {
                     // SAFETY: valid physical device.
-                    let mut all = match unsafe { extensions::driver_extensions(&inst, physical) } {
+                    let mut all = match unsafe { driver_extensions(&inst, physical) } {
                         Ok(list) => list,
                         Err(e) => return e,
                     };
@@ -592,7 +593,7 @@ pub(crate) unsafe extern "system" fn destroy_debug_utils_messenger(
             log_unknown("vkDestroyDebugUtilsMessengerEXT", "not forwarded");
             return;
         };
-        // Taking the write side waits for every binding-report delivery in flight (`bindings::emit`
+        // Taking the write side waits for every binding-report delivery in flight (`messengers::emit`
         // holds the read side while it calls the application's callbacks); once the messenger is off
         // the list, no later delivery sees it. Released before calling down (locking order:
         // `dispatch.rs`).
@@ -614,6 +615,39 @@ pub(crate) unsafe extern "system" fn destroy_debug_utils_messenger(
     })
 }
 
+/// The driver's (next layer's) device extensions.
+///
+/// # Safety
+/// `physical` must be a valid physical device of `instance`.
+pub(crate) unsafe fn driver_extensions(
+    instance: &InstanceData,
+    physical: vk::PhysicalDevice,
+) -> Result<Vec<vk::ExtensionProperties>, vk::Result> {
+    let Some(enumerate) = instance.fns.enumerate_device_extension_properties else {
+        return Ok(Vec::new());
+    };
+    loop {
+        let mut count = 0u32;
+        // SAFETY: valid physical device; count query with a null array.
+        let r = unsafe { enumerate(physical, std::ptr::null(), &mut count, std::ptr::null_mut()) };
+        if r != vk::Result::SUCCESS {
+            return Err(r);
+        }
+        let mut props = vec![vk::ExtensionProperties::default(); count as usize];
+        // SAFETY: `props` holds `count` elements.
+        let r = unsafe { enumerate(physical, std::ptr::null(), &mut count, props.as_mut_ptr()) };
+        match r {
+            vk::Result::SUCCESS => {
+                props.truncate(count as usize);
+                return Ok(props);
+            }
+            // The list grew between the calls: ask again.
+            vk::Result::INCOMPLETE => continue,
+            e => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -626,9 +660,10 @@ mod tests {
     };
 
     use super::*;
-    use crate::bindings::{emit, BindingEvent, Range};
     use crate::dispatch::test_support::{no_instance_fns, serial, FakeInstance};
-    use crate::extensions::{MAX_DEVICE_FAULT_COUNT, MAX_SHADER_ABORT_MESSAGE_SIZE};
+    use crate::messengers::emit;
+    use crate::state::bindings::{BindingEvent, Range};
+    use crate::state::extensions::{MAX_DEVICE_FAULT_COUNT, MAX_SHADER_ABORT_MESSAGE_SIZE};
 
     /// The structure types the mock driver was handed (`serial()` keeps tests apart).
     static SEEN: Mutex<Vec<vk::StructureType>> = Mutex::new(Vec::new());

@@ -9,53 +9,60 @@
 //!   them: advertised in `vkEnumerateDeviceExtensionProperties`, features in
 //!   `vkGetPhysicalDeviceFeatures2`, removed from `vkCreateDevice` before the driver sees them, binding
 //!   reports sent to the application's debug messengers from a deterministic address allocator
-//!   (`bindings`);
+//!   (`state::bindings`, delivered by `messengers`);
 //! - **provides** `VK_AMD_buffer_marker` where the driver lacks it, whatever the scenario
 //!   (`commands`);
 //! - **injects** the fault chosen by `GPU_CRASH_DRILL=<scenario>[:<label>]` after
 //!   `GPU_CRASH_DRILL_AFTER` submissions (`fault`), and answers the fault queries from it.
 //!
-//! Module map: `loader` (loader-layer ABI), `dispatch` (next-layer tables, object maps), `instance` /
-//! `device` (the hooks), `extensions` + `chain` (provided extensions), `bindings`, `native` (driver
-//! addresses where the driver has the binding report), `commands` (what the layer records into command
-//! buffers), `fault`, `config`.
+//! Module map, bottom to top (each module uses only those below it, as in wgpu-hal's `vulkan/`):
+//!
+//! - leaves: `log`, `loader` (loader-layer ABI), `manifest`, `config` (the environment),
+//!   `chain_sizes` + `chain` (pNext chains);
+//! - `state`: what the layer keeps per device, plain data: `bindings` (its own address space and
+//!   binding events), `extensions` (what it provides), `commands` (command buffer tracking), `fault`
+//!   (what was injected);
+//! - `dispatch`: the next layer's entry points, the object maps, per-instance and per-device data;
+//! - the hooked Vulkan concepts: `messengers` (binding reports delivered to the application),
+//!   `native` (the driver's own binding reports), `fault` (injection at submit and the fault
+//!   queries), `commands` (what the layer records into command buffers), `device` (memory, buffers,
+//!   images, queues), `instance` (instance, physical devices, device creation);
+//! - `lib.rs`: the exported entry points and the proc-addr tables.
 //!
 //! No panic crosses the FFI boundary: every exported function and hook runs inside [`guard`].
 
-mod bindings;
+// Bottom to top: each group uses only the groups above it in this list.
 mod chain;
 mod chain_sizes;
-mod commands;
 mod config;
-mod device;
-mod dispatch;
-mod extensions;
-mod fault;
-mod instance;
 mod loader;
 mod log;
 pub mod manifest;
+
+// Per-device state, plain data.
+mod state;
+
+// The dispatch table: the next layer's entry points and the object maps.
+mod dispatch;
+
+// The hooked Vulkan concepts, each above those it uses.
+mod messengers;
 mod native;
 
+mod fault;
+
+mod commands;
+
+mod device;
+
+mod instance;
+
 use std::ffi::{c_char, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ash::vk;
 
 use crate::dispatch::{c_str, hook};
-
-/// Runs a hook body, turning a panic into `fallback` and one log line instead of unwinding into C.
-pub(crate) fn guard<R>(what: &str, fallback: R, f: impl FnOnce() -> R) -> R {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(_) => {
-            log::log_line(&format!(
-                "internal error in {what}; the call was not completed"
-            ));
-            fallback
-        }
-    }
-}
+use crate::log::guard;
 
 /// Loader entry point (interface version 2): hands the loader our proc-addr functions.
 ///

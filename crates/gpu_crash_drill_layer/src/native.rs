@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use crate::bindings::Range;
 use crate::dispatch::DeviceData;
+use crate::state::bindings::Range;
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<DeviceData>>> = const { RefCell::new(None) };

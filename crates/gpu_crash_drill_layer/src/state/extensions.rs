@@ -13,7 +13,6 @@ use vulkan_fault_ffi::{
 
 use crate::chain;
 use crate::config::FaultApi;
-use crate::dispatch::InstanceData;
 
 /// Reported in `VkPhysicalDeviceFaultPropertiesKHR::maxDeviceFaultCount`.
 pub(crate) const MAX_DEVICE_FAULT_COUNT: u32 = 16;
@@ -117,39 +116,6 @@ pub(crate) struct DeviceExtensions {
     pub vendor_binary_enabled: bool,
     /// The application enabled `VK_AMD_buffer_marker` and the layer emulates it.
     pub buffer_marker_enabled: bool,
-}
-
-/// The driver's (next layer's) device extensions.
-///
-/// # Safety
-/// `physical` must be a valid physical device of `instance`.
-pub(crate) unsafe fn driver_extensions(
-    instance: &InstanceData,
-    physical: vk::PhysicalDevice,
-) -> Result<Vec<vk::ExtensionProperties>, vk::Result> {
-    let Some(enumerate) = instance.fns.enumerate_device_extension_properties else {
-        return Ok(Vec::new());
-    };
-    loop {
-        let mut count = 0u32;
-        // SAFETY: valid physical device; count query with a null array.
-        let r = unsafe { enumerate(physical, std::ptr::null(), &mut count, std::ptr::null_mut()) };
-        if r != vk::Result::SUCCESS {
-            return Err(r);
-        }
-        let mut props = vec![vk::ExtensionProperties::default(); count as usize];
-        // SAFETY: `props` holds `count` elements.
-        let r = unsafe { enumerate(physical, std::ptr::null(), &mut count, props.as_mut_ptr()) };
-        match r {
-            vk::Result::SUCCESS => {
-                props.truncate(count as usize);
-                return Ok(props);
-            }
-            // The list grew between the calls: ask again.
-            vk::Result::INCOMPLETE => continue,
-            e => return Err(e),
-        }
-    }
 }
 
 fn has_extension(list: &[vk::ExtensionProperties], name: &CStr) -> bool {
