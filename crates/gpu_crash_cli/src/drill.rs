@@ -137,8 +137,9 @@ pub fn run(args: DrillArgs) -> CliResult {
     if reports.is_empty() {
         // On stderr: stdout stays the game's (`gpu-crash drill -- gpu-crash doctor --json` is JSON).
         eprintln!(
-            "gpu-crash: the game exited ({status}) and wrote no GPU crash report (looked in {}; \
-             is GpuCrashReporterPlugin added before DefaultPlugins?)",
+            "gpu-crash: the game exited ({status}) and wrote no GPU crash report (looked in {}); \
+             if the drilled fault fired (the layer logs `[gpu_crash_drill] injected ...`), check that \
+             GpuCrashReporterPlugin is added before DefaultPlugins",
             report_dir.display()
         );
         return Ok(ExitCode::from(code));
