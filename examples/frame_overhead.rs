@@ -18,6 +18,12 @@
 //! binding report). plugin=0: no plugin, 1: plugin, 2: plugin without binding capture, 3: plugin
 //! without GPU breadcrumbs (`gpu_breadcrumbs: false`).
 //!
+//! plugin=4 (`--floor`): the plugin with everything on, but its messenger callback returns at once
+//! (`GPU_CRASH_REPORTER_COST_FLOOR`): the driver still makes every binding report, nothing of ours
+//! runs on it. `--configs 0,2,4,1` then splits the plugin's cost in three, each as the median of
+//! per-round ratios and in ms per frame: debug-utils naming (no plugin -> capture off), the driver's
+//! binding report (capture off -> floor), ours (floor -> everything on).
+//!
 //! `--scene` adds a 3D camera rendering 400 lit cubes into a 1280x720 offscreen image, so the
 //! core-pipeline breadcrumbs (per camera stage) are recorded; `--churn 0` turns the buffer churn off.
 
@@ -37,8 +43,11 @@ use bevy_gpu_crash_reporter::{GpuCrashReporter, GpuCrashReporterPlugin};
 const BUFFERS_PER_FRAME: usize = 1_000;
 
 struct Args {
-    /// 0: no plugin, 1: plugin, 2: plugin without binding capture, 3: plugin without breadcrumbs.
+    /// 0: no plugin, 1: plugin, 2: plugin without binding capture, 3: plugin without breadcrumbs,
+    /// 4: plugin whose binding callback returns at once (the driver's floor).
     plugin: u8,
+    /// The configurations `--compare` alternates, in this order within a round.
+    configs: Vec<u8>,
     scene: bool,
     churn: usize,
     compare: bool,
@@ -50,6 +59,7 @@ struct Args {
 fn parse_args() -> Args {
     let mut args = Args {
         plugin: 1,
+        configs: vec![0, 2, 3, 1],
         scene: false,
         churn: BUFFERS_PER_FRAME,
         compare: false,
@@ -68,6 +78,17 @@ fn parse_args() -> Args {
             "--no-plugin" => args.plugin = 0,
             "--no-bindings" => args.plugin = 2,
             "--no-breadcrumbs" => args.plugin = 3,
+            "--floor" => args.plugin = 4,
+            "--configs" => {
+                args.configs = it
+                    .next()
+                    .map(|list| {
+                        list.split(',')
+                            .map(|c| c.trim().parse().expect("--configs takes e.g. 0,2,4,1"))
+                            .collect()
+                    })
+                    .expect("--configs takes a list")
+            }
             "--scene" => args.scene = true,
             "--churn" => args.churn = number("--churn"),
             "--compare" => args.compare = true,
@@ -76,8 +97,8 @@ fn parse_args() -> Args {
             "--warmup" => args.warmup = number("--warmup"),
             other => panic!(
                 "unknown argument {other}; usage: frame_overhead [--no-plugin | --no-bindings | \
-                 --no-breadcrumbs] [--scene] [--churn N] [--compare] [--rounds N] [--frames N] \
-                 [--warmup N]"
+                 --no-breadcrumbs | --floor] [--scene] [--churn N] [--compare] [--configs 0,2,4,1] \
+                 [--rounds N] [--frames N] [--warmup N]"
             ),
         }
     }
@@ -93,6 +114,10 @@ fn main() -> AppExit {
     if args.compare {
         compare(&args);
         return AppExit::Success;
+    }
+    if args.plugin == 4 {
+        // SAFETY (process-global, but no other thread exists yet).
+        std::env::set_var("GPU_CRASH_REPORTER_COST_FLOOR", "1");
     }
     let mut app = App::new();
     if args.plugin != 0 {
@@ -217,61 +242,95 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
 
 fn compare(args: &Args) {
     println!(
-        "frame_overhead --compare: {} rounds of (no plugin, plugin without binding capture, plugin \
-         without breadcrumbs, plugin), {} frames each after {} warm-up, {} buffers created+destroyed \
-         per frame, 3D scene {}",
+        "frame_overhead --compare: {} rounds of configurations {:?} (0 no plugin, 2 capture off, 3 \
+         no breadcrumbs, 4 floor, 1 everything on; order rotated each round), {} frames each after \
+         {} warm-up, {} buffers created+destroyed per frame, 3D scene {}",
         args.rounds,
+        args.configs,
         args.frames,
         args.warmup,
         args.churn,
         if args.scene { "on" } else { "off" }
     );
-    // Per configuration (0: none, 1: plugin, 2: no bindings, 3: no breadcrumbs): medians, CPU.
-    let mut frame: [Vec<f64>; 4] = Default::default();
-    let mut cpu: [Vec<f64>; 4] = Default::default();
-    let (mut events, mut dropped) = (0, 0);
-    for _ in 0..args.rounds {
-        for plugin in [0u8, 2, 3, 1] {
+    // Per configuration: each round's run.
+    let mut runs: [Vec<RunResult>; 5] = Default::default();
+    for round in 0..args.rounds {
+        let n = args.configs.len();
+        for k in 0..n {
+            let plugin = args.configs[(round + k) % n];
             let r = run_child(args, plugin);
             println!("  {}", r.line);
-            frame[plugin as usize].push(r.median_us);
-            cpu[plugin as usize].push(r.cpu_us);
-            if plugin == 1 {
-                events += r.events;
-                dropped += r.dropped;
-            }
+            runs[plugin as usize].push(r);
         }
     }
-    let f: Vec<f64> = frame.iter().map(|v| median(v)).collect();
-    let c: Vec<f64> = cpu.iter().map(|v| median(v)).collect();
-    for (plugin, name) in [
-        (2, "plugin without binding capture"),
-        (3, "plugin without breadcrumbs"),
-        (1, "plugin"),
-    ] {
+    let ran = |c: u8| !runs[c as usize].is_empty();
+    let names = [
+        "no plugin",
+        "plugin",
+        "plugin without binding capture",
+        "plugin without breadcrumbs",
+        "floor (binding report dropped unread)",
+    ];
+    for &plugin in &args.configs {
+        let r = &runs[plugin as usize];
+        let of = |f: fn(&RunResult) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
         println!(
-            "frame_overhead summary [{name}]: median frame {:.1} us vs {:.1} us without plugin, \
-             ratio {:.3} ({:+.1}%); process CPU per frame {:.1} us vs {:.1} us, ratio {:.3}",
-            f[plugin],
-            f[0],
-            f[plugin] / f[0],
-            (f[plugin] / f[0] - 1.0) * 100.0,
-            c[plugin],
-            c[0],
-            c[plugin] / c[0],
+            "frame_overhead summary [{}]: median frame {:.1} us, mean frame {:.1} us, CPU/frame {:.1} \
+             us (medians over rounds); binding events per run {:?}, dropped {:?}",
+            names[plugin as usize],
+            of(|r| r.median_us),
+            of(|r| r.mean_us),
+            of(|r| r.cpu_us),
+            r.iter().map(|r| r.events).collect::<Vec<_>>(),
+            r.iter().map(|r| r.dropped).collect::<Vec<_>>(),
         );
     }
-    println!(
-        "frame_overhead summary [breadcrumbs]: median frame with {:.1} us vs without {:.1} us, \
-         ratio {:.3}; process CPU per frame ratio {:.3}",
-        f[1],
-        f[3],
-        f[1] / f[3],
-        c[1] / c[3]
-    );
-    println!(
-        "frame_overhead summary: binding events indexed per plugin run {}, dropped {} in all",
-        events / args.rounds.max(1) as u64,
-        dropped
-    );
+    // Events per frame, from the everything-on runs (start-up and warm-up events included).
+    let events_per_frame = ran(1).then(|| {
+        median(&runs[1].iter().map(|r| r.events as f64).collect::<Vec<_>>())
+            / (args.warmup + args.frames) as f64
+    });
+    let share = |what: &str, a: u8, b: u8| {
+        if !(ran(a) && ran(b)) {
+            return;
+        }
+        let paired = |f: fn(&RunResult) -> f64| -> Vec<f64> {
+            runs[a as usize]
+                .iter()
+                .zip(&runs[b as usize])
+                .map(|(x, y)| f(x) / f(y))
+                .collect()
+        };
+        let (mean, cpu) = (paired(|r| r.mean_us), paired(|r| r.cpu_us));
+        let of = |c: u8, f: fn(&RunResult) -> f64| {
+            median(&runs[c as usize].iter().map(f).collect::<Vec<_>>())
+        };
+        let extra_ms = (of(a, |r| r.mean_us) - of(b, |r| r.mean_us)) / 1000.0;
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|r| format!("{r:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let per_event = events_per_frame
+            .filter(|e| *e > 0.0)
+            .map(|e| format!(", {:.0} ns per binding event", extra_ms * 1e6 / e))
+            .unwrap_or_default();
+        println!(
+            "frame_overhead share [{what}]: mean frame x{:.3} per round [{}], CPU/frame x{:.3} [{}]; \
+             {extra_ms:+.3} ms per frame{per_event}",
+            median(&mean),
+            list(&mean),
+            median(&cpu),
+            list(&cpu),
+        );
+    };
+    share("debug-utils naming: capture off / no plugin", 2, 0);
+    share("the driver's binding report: floor / capture off", 4, 2);
+    share("ours: everything on / floor", 1, 4);
+    share("all: everything on / no plugin", 1, 0);
+    share("breadcrumbs: everything on / no breadcrumbs", 1, 3);
+    if let Some(e) = events_per_frame {
+        println!("frame_overhead summary: about {e:.0} binding events per frame (everything on)");
+    }
 }

@@ -598,6 +598,39 @@ device17() {
     tar -C $logs -czf "$OUT/run17-results.tar.gz" .
 }
 
+# Batch 18 (issue 25): the plugin's cost under buffer churn split at the driver's floor, and the
+# ring against crossbeam in five runs.
+build18() {
+    cargo build --release --example frame_overhead
+    local bench; bench=$(cargo bench --bench binding_ring --no-run 2>&1 | grep -o 'target/release/deps/binding_ring-[0-9a-f]*' | head -1)
+    rm -rf /tmp/pk18 && mkdir -p /tmp/pk18 .devrun
+    cp target/release/examples/frame_overhead /tmp/pk18/
+    cp "$bench" /tmp/pk18/binding_ring
+    strip /tmp/pk18/frame_overhead /tmp/pk18/binding_ring
+    tar -C /tmp/pk18 -cf - . | xz -T0 -6 > .devrun/churn18.tar.xz
+    git rev-parse --short=12 HEAD > .devrun/churn18.commit
+    ls -la .devrun
+}
+device18() {
+    setup_device
+    mkdir -p /tmp/p18 && tar -C /tmp/p18 -xJf .devrun/churn18.tar.xz
+    echo "commit $(cat .devrun/churn18.commit)" | tee -a $logs/env.txt
+    local t0 i
+    echo "== (1) ring vs crossbeam, 1 and 2 producers, 5 runs"
+    for i in 1 2 3 4 5; do
+        (cd /tmp/p18 && ./binding_ring --bench --noplot 'this_crate/|crossbeam' > $logs/ring-$i.out 2>&1)
+        grep -E "^binding_ring/|time:" $logs/ring-$i.out | paste - - | sed 's/  */ /g' | cut -c1-160
+    done
+    echo "== (2) churn: no plugin / capture off / floor / everything on, 7 rounds"
+    t0=$(date +%s)
+    timeout -s KILL 400 /tmp/p18/frame_overhead --compare --configs 0,2,4,1 --rounds 7 --frames 300 \
+        --warmup 60 > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-500
+    grep -E "panicked|DeviceLost|GPU hang" $logs/churn.err | head -3
+    tar -C $logs -czf "$OUT/run18-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -612,6 +645,8 @@ case "${1:-}" in
     device16) device16 ;;
     build17) build17 ;;
     device17) device17 ;;
+    build18) build18 ;;
+    device18) device18 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -622,5 +657,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | device | device2 … device17"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | device | device2 … device18"; exit 2 ;;
 esac

@@ -12,7 +12,8 @@ use bevy_gpu_crash_reporter::GpuCrashReporter;
 /// Frame starts of one run: `warmup` frames, then `frames` timed ones.
 #[derive(Resource)]
 pub struct FrameTimes {
-    /// The configuration (0: no plugin, 1: plugin, 2: no binding capture, 3: no breadcrumbs).
+    /// The configuration (0: no plugin, 1: plugin, 2: no binding capture, 3: no breadcrumbs, 4: the
+    /// binding report's floor: reported, dropped unread).
     plugin: u8,
     warmup: usize,
     frames: usize,
@@ -165,6 +166,9 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
         }
         3 => {
             cmd.arg("--no-breadcrumbs");
+        }
+        4 => {
+            cmd.arg("--floor");
         }
         _ => {}
     }
