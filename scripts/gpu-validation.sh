@@ -631,6 +631,39 @@ device18() {
     tar -C $logs -czf "$OUT/run18-results.tar.gz" .
 }
 
+# Batch 19 (issue 25): where "ours" goes under churn: a flat perf profile (no call graphs: DWARF
+# reports did not finish on the host) of frame_overhead everything on and at the floor.
+build19() {
+    cargo build --release --example frame_overhead
+    rm -rf /tmp/pk19 && mkdir -p /tmp/pk19/lib .devrun
+    cp /usr/bin/perf target/release/examples/frame_overhead /tmp/pk19/
+    ldd /usr/bin/perf | awk '{print ($3 == "" ? $1 : $3)}' | grep '^/' \
+        | grep -vE 'libc.so|libm.so|ld-linux|libpthread|libdl.so|librt.so' | xargs -I{} cp -L {} /tmp/pk19/lib/
+    tar -C /tmp/pk19 -cf - . | xz -T0 -6 > .devrun/perf19.tar.xz
+    git rev-parse --short=12 HEAD > .devrun/perf19.commit
+    ls -la .devrun
+}
+device19() {
+    setup_device
+    mkdir -p /tmp/p19 && tar -C /tmp/p19 -xJf .devrun/perf19.tar.xz
+    echo "commit $(cat .devrun/perf19.commit)" | tee -a $logs/env.txt
+    echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
+    local c a
+    for c in floor all; do
+        a=""; [ $c = floor ] && a=--floor
+        (cd /tmp/p19 && LD_LIBRARY_PATH=/tmp/p19/lib timeout 120 ./perf record -F 1999 -o $c.data \
+            -- ./frame_overhead --frames 600 --warmup 60 $a > $logs/$c.out 2> $logs/$c.err)
+        echo "perf $c rc=$?"; grep "frame_overhead plugin" $logs/$c.out | cut -c1-200
+        (cd /tmp/p19 && LD_LIBRARY_PATH=/tmp/p19/lib timeout 100 ./perf report -i $c.data --stdio \
+            --sort comm,dso --percent-limit 0.5 > $logs/$c.comm-dso.txt 2>/dev/null)
+        (cd /tmp/p19 && LD_LIBRARY_PATH=/tmp/p19/lib timeout 100 ./perf report -i $c.data --stdio \
+            --sort comm,dso,symbol --percent-limit 0.4 > $logs/$c.symbols.txt 2>/dev/null)
+        echo "-- $c: threads and libraries"; grep -E "^ +[0-9]" $logs/$c.comm-dso.txt | head -25 | cut -c1-150
+        echo "-- $c: symbols"; grep -E "^ +[0-9]" $logs/$c.symbols.txt | head -40 | cut -c1-170
+    done
+    tar -C $logs -czf "$OUT/run19-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -647,6 +680,8 @@ case "${1:-}" in
     device17) device17 ;;
     build18) build18 ;;
     device18) device18 ;;
+    build19) build19 ;;
+    device19) device19 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -657,5 +692,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | device | device2 … device18"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | device | device2 … device19"; exit 2 ;;
 esac
