@@ -139,24 +139,8 @@ fn a_short_stall_writes_nothing_and_a_later_real_hang_is_still_reported() {
         stderr.contains("injected stall"),
         "the layer stalled the GPU: {stderr}"
     );
-    assert!(
-        stderr.contains("truth child: GPU hang recorded"),
-        "the child hung the GPU itself later: {stderr}"
-    );
-    assert_eq!(run.output.status.code(), Some(3), "{stderr}");
-    assert_eq!(
-        run.reports.len(),
-        1,
-        "only the real hang: {:#?}",
-        run.reports
-    );
-    let report = &run.reports[0];
-    assert_eq!(report.kind, CrashKind::GpuHang);
-    let frames_before = report.hang.as_ref().unwrap().oldest_pending_frame;
-    assert!(
-        frames_before > 40,
-        "the hang came after the stall: {frames_before}"
-    );
+    let report =
+        only_the_later_real_hang(run.output.status.code(), &run.reports, &stderr, 40, "stall");
     // The hang was recorded in Cleanup, after the frame's completion marker (the layer provides
     // VK_AMD_buffer_marker): the report still names the game's breadcrumb around it.
     assert_eq!(
@@ -178,24 +162,13 @@ fn render_thread_blocked_after_the_submit_is_not_a_hang_and_a_later_real_hang_is
         stderr.contains("truth child: render thread blocked"),
         "the render thread blocked: {stderr}"
     );
-    assert!(
-        stderr.contains("truth child: GPU hang recorded"),
-        "the child hung the GPU itself later: {stderr}"
-    );
     assert!(run.took >= HANG_TIMEOUT * 3, "the block happened");
-    assert_eq!(run.output.status.code(), Some(3), "{stderr}");
-    assert_eq!(
-        run.reports.len(),
-        1,
-        "only the real hang: {:#?}",
-        run.reports
-    );
-    let report = &run.reports[0];
-    assert_eq!(report.kind, CrashKind::GpuHang);
-    let pending = report.hang.as_ref().unwrap().oldest_pending_frame;
-    assert!(
-        pending > 100,
-        "the hang came after the block: frame {pending}"
+    only_the_later_real_hang(
+        run.output.status.code(),
+        &run.reports,
+        &stderr,
+        100,
+        "block",
     );
 }
 
@@ -233,18 +206,33 @@ fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
     }
     let status = child.wait().unwrap();
     assert!(stopped, "the child never asked to be stopped: {log}");
+    let reports = common::read_reports(&reports_dir);
+    only_the_later_real_hang(status.code(), &reports, &log, 100, "stop");
+}
+
+/// The child's own real hang (recorded at render frame 150) is its only report, after `after` frames:
+/// whatever happened before it (`what`) was not reported. Returns that report.
+fn only_the_later_real_hang<'a>(
+    code: Option<i32>,
+    reports: &'a [CrashReport],
+    log: &str,
+    after: u64,
+    what: &str,
+) -> &'a CrashReport {
     assert!(
         log.contains("truth child: GPU hang recorded"),
         "the child hung the GPU itself later: {log}"
     );
-    assert_eq!(status.code(), Some(3), "{log}");
-    let reports = common::read_reports(&reports_dir);
+    assert_eq!(code, Some(3), "{log}");
     assert_eq!(reports.len(), 1, "only the real hang: {reports:#?}");
-    let pending = reports[0].hang.as_ref().unwrap().oldest_pending_frame;
+    let report = &reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang);
+    let pending = report.hang.as_ref().unwrap().oldest_pending_frame;
     assert!(
-        pending > 100,
-        "the hang came after the stop: frame {pending}"
+        pending > after,
+        "the hang came after the {what}: frame {pending}"
     );
+    report
 }
 
 /// Found as a user: the range the drill faulted in gets re-bound by the next frame's buffer before

@@ -175,16 +175,7 @@ const MARKER_CALLS: &[&str] = &[
 fn breadcrumb_markers_are_valid_under_synchronization_validation() {
     let dir = common::scratch_dir("lavapipe_plugin-markers");
     let validation_log = common::validation_settings(&dir, true);
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
-        .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
+    let output = common::child_command(&dir.join("reports"), None)
         .env("VK_LAYER_SETTINGS_PATH", dir.join("vk_layer_settings.txt"))
         // The validation layer above the drill layer: it checks our calls as the application
         // makes them, before the drill layer emulates the marker extension.
@@ -200,9 +191,6 @@ fn breadcrumb_markers_are_valid_under_synchronization_validation() {
             "VK_INSTANCE_LAYERS",
             "VK_LAYER_KHRONOS_validation:VK_LAYER_gpu_crash_drill",
         )
-        .env("GPU_CRASH_REPORT_DIR", dir.join("reports"))
-        .env_remove("GPU_CRASH_DRILL")
-        .env_remove("SENTRY_DSN")
         .output()
         .expect("spawn child");
     let stdout = String::from_utf8_lossy(&output.stdout);
