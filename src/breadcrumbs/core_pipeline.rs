@@ -33,8 +33,8 @@ use std::sync::Arc;
 use bevy::core_pipeline::{Core2d, Core2dSystems, Core3d, Core3dSystems};
 use bevy::ecs::schedule::graph::{DiGraph, Direction};
 use bevy::ecs::schedule::{
-    FlattenedDependencies, InternedSystemSet, NodeId, ScheduleBuildError, ScheduleBuildPass,
-    ScheduleGraph, ScheduleLabel, SystemKey, SystemSetKey,
+    FlattenedDependencies, InternedScheduleLabel, InternedSystemSet, NodeId, ScheduleBuildError,
+    ScheduleBuildPass, ScheduleGraph, ScheduleLabel, SystemKey, SystemSetKey,
 };
 use bevy::platform::hash::FixedHasher;
 use bevy::prelude::*;
@@ -102,7 +102,7 @@ const STAGES_2D: [&str; STAGES] = [
 /// `n` and ends the stage before it; the last one ends the last stage.
 #[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct StageBoundary {
-    schedule: &'static str,
+    schedule: InternedScheduleLabel,
     index: usize,
 }
 
@@ -139,7 +139,10 @@ fn add_stage_markers(
     labels: &'static [&'static str; STAGES],
 ) {
     let layout = Arc::new(StageLayout::default());
-    let name = labels[0].split(' ').next().unwrap_or(labels[0]);
+    let boundary = |index| StageBoundary {
+        schedule: schedule.intern(),
+        index,
+    };
     for index in 0..=STAGES {
         let layout = layout.clone();
         let system = move |ctx: RenderContext,
@@ -151,10 +154,7 @@ fn add_stage_markers(
             };
             mark_stage_boundary(ctx, &recorder, view, &cameras, marks, labels)
         };
-        let mut config = system.in_set(StageBoundary {
-            schedule: name,
-            index,
-        });
+        let mut config = system.in_set(boundary(index));
         if let Some(i) = index.checked_sub(1) {
             config = config.after(sets[i]);
         }
@@ -163,13 +163,7 @@ fn add_stage_markers(
         }
         render_app.add_systems(schedule.clone(), config);
     }
-    let boundaries = std::array::from_fn(|index| {
-        StageBoundary {
-            schedule: name,
-            index,
-        }
-        .intern()
-    });
+    let boundaries = std::array::from_fn(|index| boundary(index).intern());
     let mut schedules = render_app.world_mut().resource_mut::<Schedules>();
     if let Some(schedule) = schedules.get_mut(schedule) {
         schedule.add_build_pass(StageBoundaryPass {
@@ -242,11 +236,12 @@ impl ScheduleBuildPass for StageBoundaryPass {
         let members = |set: InternedSystemSet| set_members(graph, set);
         let stage_members: [HashSet<SystemKey>; STAGES] =
             std::array::from_fn(|i| members(self.stages[i]));
-        let mut boundaries = [None; STAGES + 1];
-        for (slot, set) in boundaries.iter_mut().zip(self.boundaries) {
-            *slot = members(set).into_iter().next();
-        }
-        let Some(boundaries) = boundaries.into_iter().collect::<Option<Vec<_>>>() else {
+        let boundaries: Option<Vec<SystemKey>> = self
+            .boundaries
+            .iter()
+            .map(|&set| members(set).into_iter().next())
+            .collect();
+        let Some(boundaries) = boundaries else {
             return Ok(()); // not all boundaries in this schedule: nothing to place
         };
         let (order, flat) = dependencies

@@ -105,14 +105,15 @@ impl BreadcrumbRecorder {
         if count == 0 {
             return None;
         }
-        timeline.count_marker_command_buffer();
-        raw_command_buffer(device.wgpu_device(), |command_buffer| {
+        let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
             for &(frame, word, stage) in &words[..count] {
                 // SAFETY: a fresh recording command buffer of this device, outside any render
                 // pass; `word` comes from the timeline, in bounds of its marker buffer.
                 unsafe { markers.record_marker(command_buffer, stage, word, frame as u32) }
             }
-        })
+        })?;
+        timeline.count_marker_command_buffer();
+        Some(buffer)
     }
 }
 

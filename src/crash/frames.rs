@@ -60,7 +60,6 @@ pub(crate) fn submit_frame_end(
     let pre_camera_end = timeline.close_breadcrumb(crate::breadcrumbs::PRE_CAMERA_LABEL);
     let frame_end = timeline.close_breadcrumb(crate::breadcrumbs::FRAME_LABEL);
     let markers = timeline.markers();
-    timeline.count_marker_command_buffer();
     let buffer = raw_command_buffer(device.wgpu_device(), |command_buffer| {
         // SAFETY: a fresh recording command buffer of this device, outside any render pass; the
         // words come from the timeline's layout.
@@ -74,6 +73,7 @@ pub(crate) fn submit_frame_end(
     let Some(buffer) = buffer else {
         return;
     };
+    timeline.count_marker_command_buffer();
     timeline.end_frame();
     // A frame with no render-graph submit (no camera) is pending from here; counted before the call
     // for the reason given at `mark_frame_submitting`.

@@ -47,7 +47,7 @@ impl HangRule {
         }
     }
 
-    /// The watchdog was not scheduled from `stopped_at` to `now` (the whole process was stopped: a
+    /// The watchdog's tick came far later than its period, because the whole process was stopped (a
     /// debugger, SIGSTOP, a machine that slept): the GPU's progress in that time went unseen, so the
     /// stall clock restarts at `now` and the rule judges afresh from there.
     pub(crate) fn resume(&mut self, now: Instant) {

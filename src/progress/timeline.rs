@@ -171,10 +171,10 @@ impl GpuTimeline {
     ) -> Option<(u64, usize)> {
         let completed = self.completed();
         let mut ledger = self.ledger();
-        let ended = ledger.frames.back()?;
-        if ended.ended {
+        let last = ledger.frames.back()?;
+        if last.ended {
             // After the frame's completion marker: the next frame's marker covers this work.
-            let ring_before = ended.ring_after.unwrap_or(ended.ring_before);
+            let ring_before = last.ring_after.unwrap_or(last.ring_before);
             Self::push_frame(&mut ledger, ring_before, completed, true);
         }
         let entry = ledger.frames.back_mut()?;
