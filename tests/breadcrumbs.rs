@@ -19,10 +19,8 @@ use std::time::Duration;
 
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::Hdr;
-use bevy::core_pipeline::prepass::DepthPrepass;
 use bevy::core_pipeline::tonemapping::Tonemapping;
 use bevy::core_pipeline::{Core3d, Core3dSystems};
-use bevy::light::{DirectionalLightShadowMap, PointLightShadowMap};
 use bevy::prelude::*;
 use bevy::render::renderer::RenderContext;
 use bevy::render::RenderApp;
@@ -325,14 +323,9 @@ fn child() {
     })
     .add_plugins(common::headless_default_plugins())
     .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-    .insert_resource(PointLightShadowMap {
-        size: common::POINT_SHADOW_MAP,
-    })
-    .insert_resource(DirectionalLightShadowMap {
-        size: common::DIRECTIONAL_SHADOW_MAP,
-    })
     .add_systems(Startup, scene)
     .add_systems(Update, stop_after_a_while);
+    common::small_shadow_maps(&mut app);
     app.sub_app_mut(RenderApp)
         .add_systems(Core3d, game_work.in_set(Core3dSystems::Prepass));
     let exit = app.run();
@@ -346,16 +339,12 @@ fn scene(
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
     commands.spawn((
-        Name::new("main"),
-        Camera3d::default(),
-        DepthPrepass,
+        common::main_camera(&mut images, 192, 128),
         // HDR: only then does Bevy run a tonemapping pass (otherwise the material shaders tonemap).
         Hdr,
         // Bevy's default tonemapper needs the `tonemapping_luts` feature, which the crate's
         // minimal Bevy features leave out.
         Tonemapping::AcesFitted,
-        common::offscreen_target(&mut images, 192, 128),
-        Transform::from_xyz(0.0, 4.0, 9.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
     if std::env::var(SCENE_VAR).as_deref() == Ok("two-cameras") {
         // A second view, e.g. a minimap: unnamed, after the main camera.

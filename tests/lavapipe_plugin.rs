@@ -7,8 +7,6 @@
 mod common;
 
 use bevy::app::ScheduleRunnerPlugin;
-use bevy::core_pipeline::prepass::DepthPrepass;
-use bevy::light::{DirectionalLightShadowMap, PointLightShadowMap};
 use bevy::prelude::*;
 use bevy::render::render_resource::{BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
@@ -237,14 +235,9 @@ fn child() {
     app.add_plugins(GpuCrashReporterPlugin::default())
         .add_plugins(common::headless_default_plugins())
         .add_plugins(ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO))
-        .insert_resource(PointLightShadowMap {
-            size: common::POINT_SHADOW_MAP,
-        })
-        .insert_resource(DirectionalLightShadowMap {
-            size: common::DIRECTIONAL_SHADOW_MAP,
-        })
         .add_systems(Startup, scene)
         .add_systems(Update, quit_after_60_frames);
+    common::small_shadow_maps(&mut app);
     let exit = app.run();
     common::exit_process(exit);
 }
@@ -255,13 +248,7 @@ fn scene(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
 ) {
-    commands.spawn((
-        Name::new("main"),
-        Camera3d::default(),
-        DepthPrepass,
-        common::offscreen_target(&mut images, 128, 96),
-        Transform::from_xyz(0.0, 4.0, 9.0).looking_at(Vec3::ZERO, Vec3::Y),
-    ));
+    commands.spawn(common::main_camera(&mut images, 128, 96));
     common::shadowed_scene(&mut commands, &mut meshes, &mut materials, 1);
 }
 

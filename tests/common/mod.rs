@@ -175,9 +175,23 @@ pub fn child_command(reports_dir: &Path, drill: Option<&str>) -> std::process::C
     command
 }
 
-/// Shadow map sizes for test scenes: lavapipe rasterises every cube face and cascade on the CPU.
-pub const POINT_SHADOW_MAP: usize = 128;
-pub const DIRECTIONAL_SHADOW_MAP: usize = 256;
+/// Small shadow maps for test scenes: lavapipe rasterises every cube face and cascade on the CPU.
+pub fn small_shadow_maps(app: &mut App) -> &mut App {
+    app.insert_resource(bevy::light::PointLightShadowMap { size: 128 })
+        .insert_resource(bevy::light::DirectionalLightShadowMap { size: 256 })
+}
+
+/// The test scenes' main camera: a 3D camera named "main" with a depth prepass (so the prepass
+/// stage draws), into an offscreen image, looking at [`shadowed_scene`].
+pub fn main_camera(images: &mut Assets<Image>, width: u32, height: u32) -> impl Bundle {
+    (
+        Name::new("main"),
+        Camera3d::default(),
+        bevy::core_pipeline::prepass::DepthPrepass,
+        offscreen_target(images, width, height),
+        Transform::from_xyz(0.0, 4.0, 9.0).looking_at(Vec3::ZERO, Vec3::Y),
+    )
+}
 
 /// What a small game level has besides its cameras: a ground plane, nine meshes of three shapes, a
 /// shadowed directional light (4 cascades) and `point_lights` shadowed point lights (6 shadow views
