@@ -426,13 +426,10 @@ device11() {
 # with the unstripped scene binary.
 build12() {
     (cd bench/realistic_scene && cargo build --release)
-    rm -rf /tmp/pk && mkdir -p /tmp/pk/lib .devrun
-    cp /usr/bin/perf target/release/realistic_scene /tmp/pk/
-    ldd /usr/bin/perf | awk '{print ($3 == "" ? $1 : $3)}' | grep '^/' \
-        | grep -vE 'libc.so|libm.so|ld-linux|libpthread|libdl.so|librt.so' | xargs -I{} cp -L {} /tmp/pk/lib/
-    tar -C /tmp/pk -cf - . | xz -T0 -6 > .devrun/perf.tar.xz
-    git rev-parse --short=12 HEAD > .devrun/perf.commit
-    ls -la .devrun
+    rm -rf /tmp/pk && mkdir -p /tmp/pk
+    cp target/release/realistic_scene /tmp/pk/
+    stage_perf /tmp/pk
+    pack_devrun /tmp/pk perf
 }
 device12() {
     setup_device
@@ -453,8 +450,30 @@ device12() {
 
 # Batches 13-16: build12's package (perf, its libraries, the unstripped scene) into /tmp/p.
 unpack_perf_package() {
-    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/perf.tar.xz
-    echo "commit $(cat .devrun/perf.commit)" | tee -a $logs/env.txt
+    unpack_devrun perf /tmp/p
+}
+
+# Copies perf and the shared libraries it needs (but the C library's, which the host has) into DIR
+# and DIR/lib, for a host without perf.
+stage_perf() {
+    mkdir -p "$1/lib"
+    cp /usr/bin/perf "$1/"
+    ldd /usr/bin/perf | awk '{print ($3 == "" ? $1 : $3)}' | grep '^/' \
+        | grep -vE 'libc.so|libm.so|ld-linux|libpthread|libdl.so|librt.so' | xargs -I{} cp -L {} "$1/lib/"
+}
+
+# Here: packs DIR into .devrun/NAME.tar.xz, with the commit it was built from in .devrun/NAME.commit.
+pack_devrun() {
+    mkdir -p .devrun
+    tar -C "$1" -cf - . | xz -T0 -6 > ".devrun/$2.tar.xz"
+    git rev-parse --short=12 HEAD > ".devrun/$2.commit"
+    ls -la .devrun
+}
+
+# There: unpacks .devrun/NAME.tar.xz into DIR and notes its commit in the batch's env.txt.
+unpack_devrun() {
+    mkdir -p "$2" && tar -C "$2" -xJf ".devrun/$1.tar.xz"
+    echo "commit $(cat ".devrun/$1.commit")" | tee -a $logs/env.txt
 }
 
 # Batches 14 and 16: breadcrumbs off vs everything on, in `rounds` rounds, with the temporary switch
@@ -559,21 +578,18 @@ device16() {
 build17() {
     (cd bench/realistic_scene && cargo build --release)
     cargo build --release -p gpu_crash_drill_layer
-    rm -rf /tmp/pk17 && mkdir -p /tmp/pk17/layer /tmp/pk17-stage .devrun
+    rm -rf /tmp/pk17 && mkdir -p /tmp/pk17/layer /tmp/pk17-stage
     cp target/release/realistic_scene /tmp/pk17/
     strip /tmp/pk17/realistic_scene
     cp target/release/libgpu_crash_drill_layer.so /tmp/pk17/layer/
     cargo run -q --release -p xtask -- layer-manifest /tmp/pk17-stage
     sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
         /tmp/pk17-stage/VK_LAYER_gpu_crash_drill.json > /tmp/pk17/layer/VK_LAYER_gpu_crash_drill.json
-    tar -C /tmp/pk17 -cf - . | xz -T0 -6 > .devrun/scene17.tar.xz
-    git rev-parse --short=12 HEAD > .devrun/scene17.commit
-    ls -la .devrun
+    pack_devrun /tmp/pk17 scene17
 }
 device17() {
     setup_device
-    mkdir -p /tmp/p && tar -C /tmp/p -xJf .devrun/scene17.tar.xz
-    echo "commit $(cat .devrun/scene17.commit)" | tee -a $logs/env.txt
+    unpack_devrun scene17 /tmp/p
     local t0 r
     echo "== (1) drill hang-in-pass:main_opaque_pass_3d in the realistic scene"
     t0=$(date +%s)
@@ -603,18 +619,15 @@ device17() {
 build18() {
     cargo build --release --example frame_overhead
     local bench; bench=$(cargo bench --bench binding_ring --no-run 2>&1 | grep -o 'target/release/deps/binding_ring-[0-9a-f]*' | head -1)
-    rm -rf /tmp/pk18 && mkdir -p /tmp/pk18 .devrun
+    rm -rf /tmp/pk18 && mkdir -p /tmp/pk18
     cp target/release/examples/frame_overhead /tmp/pk18/
     cp "$bench" /tmp/pk18/binding_ring
     strip /tmp/pk18/frame_overhead /tmp/pk18/binding_ring
-    tar -C /tmp/pk18 -cf - . | xz -T0 -6 > .devrun/churn18.tar.xz
-    git rev-parse --short=12 HEAD > .devrun/churn18.commit
-    ls -la .devrun
+    pack_devrun /tmp/pk18 churn18
 }
 device18() {
     setup_device
-    mkdir -p /tmp/p18 && tar -C /tmp/p18 -xJf .devrun/churn18.tar.xz
-    echo "commit $(cat .devrun/churn18.commit)" | tee -a $logs/env.txt
+    unpack_devrun churn18 /tmp/p18
     local t0 i
     echo "== (1) ring vs crossbeam, 1 and 2 producers, 5 runs"
     for i in 1 2 3 4 5; do
@@ -635,18 +648,14 @@ device18() {
 # reports did not finish on the host) of frame_overhead everything on and at the floor.
 build19() {
     cargo build --release --example frame_overhead
-    rm -rf /tmp/pk19 && mkdir -p /tmp/pk19/lib .devrun
-    cp /usr/bin/perf target/release/examples/frame_overhead /tmp/pk19/
-    ldd /usr/bin/perf | awk '{print ($3 == "" ? $1 : $3)}' | grep '^/' \
-        | grep -vE 'libc.so|libm.so|ld-linux|libpthread|libdl.so|librt.so' | xargs -I{} cp -L {} /tmp/pk19/lib/
-    tar -C /tmp/pk19 -cf - . | xz -T0 -6 > .devrun/perf19.tar.xz
-    git rev-parse --short=12 HEAD > .devrun/perf19.commit
-    ls -la .devrun
+    rm -rf /tmp/pk19 && mkdir -p /tmp/pk19
+    cp target/release/examples/frame_overhead /tmp/pk19/
+    stage_perf /tmp/pk19
+    pack_devrun /tmp/pk19 perf19
 }
 device19() {
     setup_device
-    mkdir -p /tmp/p19 && tar -C /tmp/p19 -xJf .devrun/perf19.tar.xz
-    echo "commit $(cat .devrun/perf19.commit)" | tee -a $logs/env.txt
+    unpack_devrun perf19 /tmp/p19
     echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
     local c a
     for c in floor all; do
