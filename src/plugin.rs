@@ -381,7 +381,7 @@ fn start_device_session(
             Some(GpuTimeline::new(Arc::new(markers)))
         }
         Err(err) => {
-            let line = format!("GPU progress markers: {err}; the hang watchdog stays off");
+            let line = crate::vulkan::progress_markers_off(&err);
             warn!("GPU crash reporter: {line}");
             capabilities.missing.push(line);
             None

@@ -26,6 +26,7 @@ pub use capabilities::{
 };
 pub use features::{FaultFeatures, OfferedExtensions};
 pub use messenger::BindingMessenger;
+pub(crate) use plan::progress_markers_off;
 pub use probe::ProbeError;
 
 use crate::capture::BindingRing;
@@ -166,7 +167,7 @@ impl VulkanSetup {
         };
         let debug_utils = shared.extensions().contains(&ash::ext::debug_utils::NAME);
         // SAFETY: valid instance and physical device handles from wgpu.
-        let plan = unsafe {
+        let mut plan = unsafe {
             plan::plan_device(
                 instance,
                 physical_device,
@@ -182,8 +183,7 @@ impl VulkanSetup {
             }
         }
         let enabled = plan.enabled;
-        let buffer_marker = plan.buffer_marker;
-        let mut missing = plan.missing;
+        let mut missing = std::mem::take(&mut plan.missing);
         let mut chain = FeatureChain::enabling(enabled);
         // SAFETY: the chain is boxed and stored in `outcome` below, so it outlives vkCreateDevice.
         unsafe { chain.prepend_to(enabled, args.create_info) };
@@ -218,20 +218,9 @@ impl VulkanSetup {
             )
         };
 
-        let capabilities = GpuCrashCapabilities {
-            debug_utils,
-            binding_messenger: messenger.is_some(),
-            address_binding_report: enabled.report_address_binding,
-            device_fault_ext: enabled.device_fault_ext,
-            device_fault_khr: enabled.device_fault_khr,
-            device_fault_vendor_binary: enabled.device_fault_ext_vendor_binary
-                || enabled.device_fault_khr_vendor_binary,
-            shader_abort_khr: enabled.shader_abort,
-            buffer_marker,
-            missing,
-            // SAFETY: valid instance and physical device handles from wgpu.
-            ..unsafe { identity(instance, physical_device) }
-        };
+        // SAFETY: valid instance and physical device handles from wgpu.
+        let identity = unsafe { identity(instance, physical_device) };
+        let capabilities = plan.capabilities(debug_utils, messenger.is_some(), missing, identity);
 
         let mut outcome = self.outcome();
         outcome.device_callback_runs = generation;

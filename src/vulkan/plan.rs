@@ -11,7 +11,9 @@ use ash::vk;
 
 use super::features::FeatureChain;
 use super::markers::MarkerError;
-use super::{BindingMessenger, ExtensionRequest, FaultFeatures, OfferedExtensions};
+use super::{
+    BindingMessenger, ExtensionRequest, FaultFeatures, GpuCrashCapabilities, OfferedExtensions,
+};
 use crate::capture::BindingRing;
 
 /// The extensions and features to enable, and why the others stay off.
@@ -25,6 +27,35 @@ pub(crate) struct DevicePlan {
     pub buffer_marker: bool,
     /// One line per capability left off, as [`super::GpuCrashCapabilities::missing`] shows it.
     pub missing: Vec<String>,
+}
+
+impl DevicePlan {
+    /// What the plugin reports for a device created with this plan: its extensions and features,
+    /// whether the binding messenger is registered, `missing` (the plan's lines and those added
+    /// since) and the GPU's `identity`; GPU progress is left to the caller, who made (or checked) the
+    /// marker memory.
+    pub(crate) fn capabilities(
+        &self,
+        debug_utils: bool,
+        binding_messenger: bool,
+        missing: Vec<String>,
+        identity: GpuCrashCapabilities,
+    ) -> GpuCrashCapabilities {
+        let enabled = self.enabled;
+        GpuCrashCapabilities {
+            debug_utils,
+            binding_messenger,
+            address_binding_report: enabled.report_address_binding,
+            device_fault_ext: enabled.device_fault_ext,
+            device_fault_khr: enabled.device_fault_khr,
+            device_fault_vendor_binary: enabled.device_fault_ext_vendor_binary
+                || enabled.device_fault_khr_vendor_binary,
+            shader_abort_khr: enabled.shader_abort,
+            buffer_marker: self.buffer_marker,
+            missing,
+            ..identity
+        }
+    }
 }
 
 /// Decides what to enable on `physical_device`.

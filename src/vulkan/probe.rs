@@ -54,7 +54,7 @@ impl GpuCrashCapabilities {
             |name: &CStr| offered.iter().any(|o| o.as_str() == name.to_string_lossy());
         let request = ExtensionRequest::default();
         // SAFETY: the caller's contract.
-        let plan = unsafe {
+        let mut plan = unsafe {
             plan::plan_device(
                 instance,
                 physical_device,
@@ -64,7 +64,7 @@ impl GpuCrashCapabilities {
                 &offered_by_device,
             )
         };
-        let mut missing = plan.missing;
+        let mut missing = std::mem::take(&mut plan.missing);
         // The messenger is registered before the device, as the plugin does; its events go into a
         // ring nobody reads, dropped with it.
         let (ring, _consumer) = BindingRing::with_capacity(1024);
@@ -118,22 +118,12 @@ impl GpuCrashCapabilities {
             };
         // SAFETY: nothing of the device is in use any more.
         unsafe { device.destroy_device(None) };
-        let enabled = plan.enabled;
+        // SAFETY: the caller's contract.
+        let identity = unsafe { identity(instance, physical_device) };
         let capabilities = GpuCrashCapabilities {
-            debug_utils,
-            binding_messenger: messenger.is_some(),
-            address_binding_report: enabled.report_address_binding,
-            device_fault_ext: enabled.device_fault_ext,
-            device_fault_khr: enabled.device_fault_khr,
-            device_fault_vendor_binary: enabled.device_fault_ext_vendor_binary
-                || enabled.device_fault_khr_vendor_binary,
-            shader_abort_khr: enabled.shader_abort,
-            buffer_marker: plan.buffer_marker,
             gpu_progress,
             breadcrumbs,
-            missing,
-            // SAFETY: the caller's contract.
-            ..unsafe { identity(instance, physical_device) }
+            ..plan.capabilities(debug_utils, messenger.is_some(), missing, identity)
         };
         drop(messenger);
         Ok(capabilities)
