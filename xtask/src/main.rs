@@ -126,21 +126,6 @@ fn layer_manifest(release: bool, dir: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("cannot write the manifest into {}: {e}", dir.display()))
 }
 
-/// `value` with `item` added to a `sep`-separated list, unless already present.
-fn append_list(existing: Option<OsString>, item: &str, sep: char) -> OsString {
-    match existing {
-        Some(e) if !e.is_empty() => {
-            let s = e.to_string_lossy();
-            if s.split(sep).any(|x| x == item) {
-                e
-            } else {
-                OsString::from(format!("{s}{sep}{item}"))
-            }
-        }
-        _ => OsString::from(item),
-    }
-}
-
 fn drill(release: bool, rest: Vec<String>) -> Result<ExitCode, String> {
     if let Err(missing) = vulkan_driver_present() {
         // One line, before anything is built: Bevy's own answer is a panic ("Unable to find a GPU!").
@@ -162,12 +147,12 @@ fn drill(release: bool, rest: Vec<String>) -> Result<ExitCode, String> {
     let exe = profile_dir(release)
         .join("examples")
         .join(format!("crash_drill{}", std::env::consts::EXE_SUFFIX));
-    let layer_path = append_list(
+    let layer_path = manifest::append_list(
         std::env::var_os("VK_LAYER_PATH"),
         &manifest_dir.to_string_lossy(),
         if cfg!(windows) { ';' } else { ':' },
     );
-    let layers = append_list(
+    let layers = manifest::append_list(
         std::env::var_os("VK_INSTANCE_LAYERS"),
         manifest::LAYER_NAME,
         ':',
@@ -247,10 +232,10 @@ mod tests {
 
     #[test]
     fn appends_without_duplicates() {
-        assert_eq!(append_list(None, "A", ':'), "A");
-        assert_eq!(append_list(Some("".into()), "A", ':'), "A");
-        assert_eq!(append_list(Some("X".into()), "A", ':'), "X:A");
-        assert_eq!(append_list(Some("X:A".into()), "A", ':'), "X:A");
+        assert_eq!(manifest::append_list(None, "A", ':'), "A");
+        assert_eq!(manifest::append_list(Some("".into()), "A", ':'), "A");
+        assert_eq!(manifest::append_list(Some("X".into()), "A", ':'), "X:A");
+        assert_eq!(manifest::append_list(Some("X:A".into()), "A", ':'), "X:A");
     }
 
     #[test]

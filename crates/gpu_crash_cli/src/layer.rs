@@ -59,7 +59,7 @@ pub fn loader_env(dir: &Path) -> [(&'static str, OsString); 2] {
     [
         (
             "VK_LAYER_PATH",
-            append_list(
+            manifest::append_list(
                 std::env::var_os("VK_LAYER_PATH"),
                 &dir.to_string_lossy(),
                 sep,
@@ -67,24 +67,9 @@ pub fn loader_env(dir: &Path) -> [(&'static str, OsString); 2] {
         ),
         (
             "VK_INSTANCE_LAYERS",
-            append_list(std::env::var_os("VK_INSTANCE_LAYERS"), LAYER_NAME, ':'),
+            manifest::append_list(std::env::var_os("VK_INSTANCE_LAYERS"), LAYER_NAME, ':'),
         ),
     ]
-}
-
-/// `existing` with `item` added to its `sep`-separated list, unless already present.
-fn append_list(existing: Option<OsString>, item: &str, sep: char) -> OsString {
-    match existing {
-        Some(e) if !e.is_empty() => {
-            let s = e.to_string_lossy();
-            if s.split(sep).any(|x| x == item) {
-                e
-            } else {
-                OsString::from(format!("{s}{sep}{item}"))
-            }
-        }
-        _ => OsString::from(item),
-    }
 }
 
 /// 64-bit FNV-1a: names the cache folder after the library's content.
@@ -100,9 +85,9 @@ mod tests {
 
     #[test]
     fn appends_without_duplicates() {
-        assert_eq!(append_list(None, "A", ':'), "A");
-        assert_eq!(append_list(Some("X".into()), "A", ':'), "X:A");
-        assert_eq!(append_list(Some("X:A".into()), "A", ':'), "X:A");
+        assert_eq!(manifest::append_list(None, "A", ':'), "A");
+        assert_eq!(manifest::append_list(Some("X".into()), "A", ':'), "X:A");
+        assert_eq!(manifest::append_list(Some("X:A".into()), "A", ':'), "X:A");
     }
 
     #[test]

@@ -76,3 +76,24 @@ fn json_escape(s: &str) -> String {
     }
     out
 }
+
+/// `existing` (a loader search list such as `VK_LAYER_PATH` or `VK_INSTANCE_LAYERS`) with `item`
+/// added to its `sep`-separated list, unless already present; for the tools that point the loader at
+/// the layer (xtask, gpu-crash).
+pub fn append_list(
+    existing: Option<std::ffi::OsString>,
+    item: &str,
+    sep: char,
+) -> std::ffi::OsString {
+    match existing {
+        Some(e) if !e.is_empty() => {
+            let s = e.to_string_lossy();
+            if s.split(sep).any(|x| x == item) {
+                e
+            } else {
+                std::ffi::OsString::from(format!("{s}{sep}{item}"))
+            }
+        }
+        _ => std::ffi::OsString::from(item),
+    }
+}
