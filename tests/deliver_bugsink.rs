@@ -296,3 +296,136 @@ fn report_with_100k_recent_events_is_trimmed_and_accepted() {
     assert!(e["extra"]["trimmed"].to_string().contains("breadcrumbs"));
     assert_eq!(e["breadcrumbs"]["values"].as_array().unwrap().len(), 200);
 }
+
+/// An envelope that cannot be read for a moment (its permissions taken away, as a backup tool or an
+/// anti-virus scanner may do) is not malformed: it stays in the outbox, that flush ends, and the next
+/// flush sends it.
+#[test]
+fn an_envelope_unreadable_for_a_moment_stays_and_is_sent_on_the_next_flush() {
+    use std::os::unix::fs::PermissionsExt;
+    let report = use_after_free(&format!("particles-eacces-{}", run_tag()), 0x1000_0000);
+    let outbox = outbox(&server().dsn, tmp_dir("eacces"));
+    let path = outbox.enqueue(&report, None).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let summary = std::thread::scope(|s| {
+        s.spawn(|| {
+            drop_file_permission_override();
+            outbox.flush(Instant::now() + Duration::from_secs(20))
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!((summary.sent, summary.failed), (0, 0), "{summary:?}");
+    let stopped = summary.stopped.clone().unwrap_or_default();
+    assert!(stopped.contains("Permission denied"), "{summary:?}");
+    assert!(path.exists(), "still in the outbox");
+    assert!(outbox.failed().is_empty(), "not moved to failed/");
+    assert!(server().event(&report.id).is_none());
+
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(60));
+    assert_eq!(summary.sent, 1, "{summary:?}");
+    assert!(server().event(&report.id).is_some());
+}
+
+/// Takes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH out of this thread's effective capabilities, so
+/// file permissions apply to it even as root (CI runs as root). Only this thread changes (the raw
+/// syscalls act per thread); a process without them is left as it is.
+fn drop_file_permission_override() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const DAC_OVERRIDE_AND_READ_SEARCH: u32 = (1 << 1) | (1 << 2);
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget writes two `Data` (version 3) for this thread into `data`.
+    let got = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut Header,
+            data.as_mut_ptr(),
+        )
+    };
+    assert_eq!(got, 0, "capget: {}", std::io::Error::last_os_error());
+    data[0].effective &= !DAC_OVERRIDE_AND_READ_SEARCH;
+    // SAFETY: capset reads the header and two `Data`; it only lowers this thread's effective set.
+    let set = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
+    assert_eq!(set, 0, "capset: {}", std::io::Error::last_os_error());
+}
+
+/// A game started twice (or a launcher and the game) flush one outbox of 20 envelopes at the same
+/// time: every envelope is uploaded exactly once, counted at a proxy in front of Bugsink.
+#[test]
+fn two_processes_flushing_one_outbox_send_each_envelope_once() {
+    let upstream: u16 = server().url.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = ScriptedServer::start(0, vec![], Action::Proxy(upstream));
+    let dsn = with_port(&server().dsn, proxy.port);
+    let dir = tmp_dir("two-processes");
+    let reports: Vec<CrashReport> = (0..20)
+        .map(|i| use_after_free(&format!("particles-twice-{i}-{}", run_tag()), 0x1000_0000))
+        .collect();
+    let queued = outbox(&dsn, dir.clone());
+    for report in &reports {
+        queued.enqueue(report, None).unwrap();
+    }
+    drop(queued);
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--ignored", "--exact", "flush_child", "--nocapture"])
+                .env("FLUSH_CHILD_DIR", &dir)
+                .env("FLUSH_CHILD_DSN", &dsn)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn flush child")
+        })
+        .collect();
+    let outputs: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr)
+        })
+        .collect();
+    let sent: Vec<u32> = outputs
+        .iter()
+        .map(|o| {
+            let marker = "flush child: sent ";
+            let at = o.find(marker).unwrap_or_else(|| panic!("{o}")) + marker.len();
+            o[at..].split_whitespace().next().unwrap().parse().unwrap()
+        })
+        .collect();
+    eprintln!("envelopes sent per process: {sent:?}");
+    assert_eq!(sent.iter().sum::<u32>(), 20, "{outputs:#?}");
+    assert_eq!(proxy.seen().len(), 20, "one upload per envelope");
+    for report in &reports {
+        let stored = server().event(&report.id).expect("delivered");
+        let events = server().issue_events(stored["issue"].as_str().unwrap());
+        assert_eq!(events.len(), 1, "exactly one event for {}", report.id);
+    }
+}
+
+#[test]
+#[ignore = "child process entry point: two_processes_flushing_one_outbox_send_each_envelope_once"]
+fn flush_child() {
+    let dir = std::env::var("FLUSH_CHILD_DIR").expect("FLUSH_CHILD_DIR");
+    let dsn = std::env::var("FLUSH_CHILD_DSN").expect("FLUSH_CHILD_DSN");
+    let summary = outbox(&dsn, dir.into()).flush(Instant::now() + Duration::from_secs(60));
+    println!("flush child: sent {} ({summary:?})", summary.sent);
+}

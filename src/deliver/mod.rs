@@ -15,9 +15,11 @@
 //!   envelopes move to `failed/`.
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
+mod claim;
 mod dsn;
 pub(crate) mod envelope;
 pub(crate) mod event;
+mod held;
 mod outbox;
 mod privacy;
 mod settings;
@@ -26,6 +28,7 @@ mod transport;
 pub use dsn::{Dsn, DsnError};
 pub use envelope::build_envelope;
 pub use event::sentry_event;
+pub(crate) use held::HeldEnvelope;
 pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
 pub use privacy::redacted_report;
 pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};

@@ -7,7 +7,13 @@
 //! - [`Outbox::flush`] sends oldest first until a deadline. A file is deleted only after a 2xx.
 //!   429 and 5xx (and network errors) are retried after `X-Sentry-Rate-Limits`/`Retry-After` or an
 //!   exponential backoff, as long as the deadline allows; other statuses move the file to `failed/`
-//!   and log the reason once.
+//!   and log the reason once. Only a file that is not an envelope, or one the server rejected, goes
+//!   to `failed/`: a file that cannot be read now (permissions, no file descriptors left, I/O error)
+//!   stays and ends that flush.
+//! - Every file is claimed before it is read (see [`super::claim`]): any number of processes may
+//!   flush one outbox, each envelope is sent once, and nothing another process is sending is deleted.
+//! - Envelopes held back by a rule of their own (crash loop, a hang waiting for its loss) wait in
+//!   `held/` (see [`super::held`]).
 //! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line.
 //! - A sent envelope leaves an empty marker of the same name in `sent/` (the newest
 //!   [`MAX_SENT_MARKERS`] are kept), so a report is uploaded once however often it is queued again
@@ -23,9 +29,11 @@ use bevy::log::{error, info, warn};
 
 use sentry::Envelope;
 
+use super::claim::Claim;
+use super::held::{self, HeldEnvelope, HELD_DIR};
 use super::transport::{HttpTransport, SendOutcome};
 use super::{build_envelope, DeliverySettings, Dsn};
-use crate::report::{write_atomically, CrashReport};
+use crate::report::{write_atomically, write_atomically_locked, CrashReport};
 
 /// Extension of envelope files.
 pub const ENVELOPE_EXT: &str = "envelope";
@@ -132,8 +140,6 @@ struct State {
     blocked_until: Option<Instant>,
     /// Next delay after a 5xx or network error.
     backoff: Option<Duration>,
-    /// Files a flush is sending right now (two flushes never send the same file).
-    claimed: HashSet<PathBuf>,
 }
 
 impl Outbox {
@@ -204,11 +210,11 @@ impl Outbox {
     ) -> Result<PathBuf, OutboxError> {
         let inner = &self.inner;
         let path = inner.dir.join(envelope_file_name(report));
-        let mut envelope = Vec::new();
-        build_envelope(report, vendor_binary, &inner.settings)
-            .to_writer(&mut envelope)
-            .and_then(|()| std::fs::create_dir_all(&inner.dir))
-            .and_then(|()| write_atomically(&path, &envelope))
+        self.envelope_bytes(report, vendor_binary)
+            .and_then(|envelope| {
+                std::fs::create_dir_all(&inner.dir)?;
+                write_atomically(&path, &envelope)
+            })
             .map_err(|source| OutboxError::Write {
                 path: path.clone(),
                 source,
@@ -226,12 +232,86 @@ impl Outbox {
         Ok(path)
     }
 
+    fn envelope_bytes(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut envelope = Vec::new();
+        build_envelope(report, vendor_binary, &self.inner.settings).to_writer(&mut envelope)?;
+        Ok(envelope)
+    }
+
+    /// Writes `report`'s envelope into `held/`, locked by this process: on disk, but no flush sends
+    /// it until [`Self::release`] (or until this process is gone: then the next flush of any process
+    /// does).
+    pub(crate) fn hold(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> Result<HeldEnvelope, OutboxError> {
+        let dir = self.inner.dir.join(HELD_DIR);
+        let path = dir.join(envelope_file_name(report));
+        let file = self
+            .envelope_bytes(report, vendor_binary)
+            .and_then(|envelope| {
+                std::fs::create_dir_all(&dir)?;
+                write_atomically_locked(&path, &envelope)
+            })
+            .map_err(|source| OutboxError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(HeldEnvelope::new(path, file))
+    }
+
+    /// Moves a held envelope into the outbox, for the next flush.
+    pub(crate) fn release(&self, held: HeldEnvelope) -> Result<PathBuf, OutboxError> {
+        let from = held.path().to_owned();
+        let released = held
+            .release_into(&self.inner.dir)
+            .map_err(|source| OutboxError::Write { path: from, source })?;
+        self.enforce_bounds(&self.inner.dir, Some(&released));
+        Ok(released)
+    }
+
+    /// Sends `report` now, from memory, without the outbox (for a report that could not be written
+    /// to disk: a full disk, a read-only folder). Bounded by [`DeliverySettings::upload_timeout`];
+    /// honours consent and the DSN like a flush; one attempt, no retry (nothing is left to retry
+    /// from). Returns the event id, or why it was not sent.
+    pub(crate) fn send_from_memory(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> Result<String, String> {
+        let inner = &self.inner;
+        let dsn = inner.dsn.as_ref().ok_or_else(|| match &inner.dsn_error {
+            Some(e) => format!("no usable DSN: {e}"),
+            None => "no DSN configured".to_owned(),
+        })?;
+        if !inner.settings.upload_consent.allows() {
+            return Err("no upload consent".to_owned());
+        }
+        let bytes = self
+            .envelope_bytes(report, vendor_binary)
+            .map_err(|e| format!("cannot build the envelope: {e}"))?;
+        let (event_id, body) =
+            stamped_for_sending(&bytes, Path::new("(memory)"), dsn).map_err(|e| e.to_string())?;
+        match inner
+            .transport
+            .send(dsn, &body, inner.settings.upload_timeout)
+        {
+            SendOutcome::Accepted { .. } => Ok(event_id),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
     /// Where `report` stands in the outbox at `dir` (read only: nothing is created or sent).
     pub fn state_of(dir: &Path, report: &CrashReport) -> UploadState {
         let name = envelope_file_name(report);
         if dir.join(SENT_DIR).join(&name).exists() {
             UploadState::Sent
-        } else if dir.join(&name).exists() {
+        } else if dir.join(&name).exists() || dir.join(HELD_DIR).join(&name).exists() {
             UploadState::Pending
         } else if dir.join(FAILED_DIR).join(&name).exists() {
             UploadState::Failed
@@ -270,7 +350,10 @@ impl Outbox {
             });
             return summary;
         };
+        held::release_orphans(&inner.dir.join(HELD_DIR), &inner.dir);
         let mut warned_transient = false;
+        // Files this flush could not move to `failed/`: left alone until the next flush.
+        let mut skipped: HashSet<PathBuf> = HashSet::new();
         loop {
             let now = Instant::now();
             if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
@@ -289,8 +372,16 @@ impl Outbox {
                 std::thread::sleep(until - now);
                 continue;
             }
-            let Some(claim) = self.claim_oldest() else {
-                break;
+            let mut claim = match self.claim_oldest(&skipped) {
+                Ok(Some(claim)) => claim,
+                Ok(None) => break,
+                Err((path, e)) => {
+                    let reason = format!("cannot open {} now: {e}", path.display());
+                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
+                    summary.stopped = Some(reason.clone());
+                    summary.last_error = Some(reason);
+                    break;
+                }
             };
             if !inner.settings.upload_consent.allows() {
                 summary.stopped = Some("no upload consent".to_owned());
@@ -300,18 +391,30 @@ impl Outbox {
                 );
                 break;
             }
-            let path = claim.path.clone();
-            let (event_id, body) = match stamped_for_sending(&path, &dsn) {
-                Ok(stamped) => stamped,
-                Err(OutboxError::Read { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    continue
+            let path = claim.path().to_owned();
+            if self.sent_marker(&path).exists() {
+                // Sent by a flush that died before deleting it: the marker is written first.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            let bytes = match claim.read() {
+                Ok(bytes) => bytes,
+                Err(source) => {
+                    let reason = OutboxError::Read { path, source }.to_string();
+                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
+                    summary.stopped = Some(reason.clone());
+                    summary.last_error = Some(reason);
+                    break;
                 }
+            };
+            let (event_id, body) = match stamped_for_sending(&bytes, &path, &dsn) {
+                Ok(stamped) => stamped,
                 Err(e) => {
                     let reason = e.to_string();
                     error!("GPU crash reporter: {reason}; moving it to failed/");
-                    self.move_to_failed(&path);
+                    if self.move_to_failed(&mut claim).is_none() {
+                        skipped.insert(path);
+                    }
                     summary.failed += 1;
                     summary.last_error = Some(reason);
                     continue;
@@ -326,6 +429,9 @@ impl Outbox {
             let now = Instant::now();
             match outcome {
                 SendOutcome::Accepted { status, rate_limit } => {
+                    // The marker first: a flush that dies before the delete leaves a file the next
+                    // flush deletes unsent.
+                    self.record_sent(&path);
                     if let Err(e) = std::fs::remove_file(&path) {
                         warn!(
                             "GPU crash reporter: sent {} but cannot delete it: {e}",
@@ -333,7 +439,6 @@ impl Outbox {
                         );
                     }
                     summary.sent += 1;
-                    self.record_sent(&path);
                     info!(
                         "GPU crash report {event_id} delivered to {} (HTTP {status})",
                         dsn.host()
@@ -379,11 +484,19 @@ impl Outbox {
                         413 => " (envelope too large)",
                         _ => "",
                     };
-                    let target = self.move_to_failed(&path);
+                    let kept = match self.move_to_failed(&mut claim) {
+                        Some(target) => format!("kept as {}", target.display()),
+                        None => {
+                            skipped.insert(path.clone());
+                            format!(
+                                "left in {} (failed/ cannot be written)",
+                                inner.dir.display()
+                            )
+                        }
+                    };
                     let reason = format!(
-                        "{} rejected crash report {event_id} with HTTP {status}{hint}: {body:?}; kept as {}",
-                        dsn.host(),
-                        target.display()
+                        "{} rejected crash report {event_id} with HTTP {status}{hint}: {body:?}; {kept}",
+                        dsn.host()
                     );
                     error!("GPU crash reporter: {reason}");
                     summary.failed += 1;
@@ -458,12 +571,30 @@ impl Outbox {
         }
     }
 
-    fn claim_oldest(&self) -> Option<Claim<'_>> {
-        let pending = self.pending();
-        let mut state = self.state();
-        let path = pending.into_iter().find(|p| !state.claimed.contains(p))?;
-        state.claimed.insert(path.clone());
-        Some(Claim { outbox: self, path })
+    /// Claims the oldest pending envelope no other flush (of any process) holds. `Err` names a file
+    /// that cannot be opened now: the flush ends and leaves it.
+    fn claim_oldest(
+        &self,
+        skipped: &HashSet<PathBuf>,
+    ) -> Result<Option<Claim>, (PathBuf, std::io::Error)> {
+        for path in self.pending() {
+            if skipped.contains(&path) {
+                continue;
+            }
+            match Claim::try_new(&path) {
+                Ok(Some(claim)) => return Ok(Some(claim)),
+                Ok(None) => continue,
+                Err(e) => return Err((path, e)),
+            }
+        }
+        Ok(None)
+    }
+
+    fn sent_marker(&self, envelope: &Path) -> PathBuf {
+        self.inner
+            .dir
+            .join(SENT_DIR)
+            .join(envelope.file_name().unwrap_or_default())
     }
 
     /// Leaves an empty marker named like the sent envelope in `sent/`, dropping the oldest beyond
@@ -471,7 +602,7 @@ impl Outbox {
     /// again if queued again, never lost.
     fn record_sent(&self, envelope: &Path) {
         let dir = self.inner.dir.join(SENT_DIR);
-        let marker = dir.join(envelope.file_name().unwrap_or_default());
+        let marker = self.sent_marker(envelope);
         if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&marker, b"")) {
             warn!(
                 "GPU crash reporter: cannot record {} as sent: {e}",
@@ -486,27 +617,30 @@ impl Outbox {
         }
     }
 
-    /// Moves `path` into `failed/` (kept for a developer to look at), bounded like the outbox.
-    fn move_to_failed(&self, path: &Path) -> PathBuf {
+    /// Moves the claimed file into `failed/` (kept for a developer to look at), bounded like the
+    /// outbox. `None` when it cannot: the file then stays where it is (never deleted: it may be a
+    /// good envelope the server rejects only today) and this flush skips it.
+    fn move_to_failed(&self, claim: &mut Claim) -> Option<PathBuf> {
         let failed = &self.inner.failed_dir;
+        let path = claim.path().to_owned();
         let target = failed.join(path.file_name().unwrap_or_default());
-        let moved = std::fs::create_dir_all(failed).and_then(|()| std::fs::rename(path, &target));
+        let moved = std::fs::create_dir_all(failed).and_then(|()| std::fs::rename(&path, &target));
         match moved {
             Ok(()) => {
+                claim.renamed(target.clone());
                 if let Ok(d) = std::fs::File::open(&self.inner.dir) {
                     let _ = d.sync_all();
                 }
                 self.enforce_bounds(failed, Some(&target));
-                target
+                Some(target)
             }
             Err(e) => {
                 error!(
-                    "GPU crash reporter: cannot move {} to {}: {e}; deleting it so it is not resent",
+                    "GPU crash reporter: cannot move {} to {}: {e}; it stays in the outbox",
                     path.display(),
                     failed.display()
                 );
-                let _ = std::fs::remove_file(path);
-                path.to_owned()
+                None
             }
         }
     }
@@ -527,12 +661,17 @@ impl Outbox {
             && i < files.len()
         {
             let (path, len) = &files[i];
-            let claimed = self.state().claimed.contains(path);
-            if Some(path.as_path()) == keep || claimed {
-                i += 1;
-                continue;
-            }
-            match std::fs::remove_file(path) {
+            // Only what this check can claim: never what a flush (of any process) is sending.
+            let claim = match Claim::try_new(path) {
+                Ok(Some(claim)) if Some(path.as_path()) != keep => claim,
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            let removed = std::fs::remove_file(path);
+            drop(claim);
+            match removed {
                 Ok(()) => warn!(
                     "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
                      dropped the oldest crash report {}",
@@ -554,26 +693,14 @@ impl Outbox {
     }
 }
 
-/// A file being sent by one flush; released on drop.
-struct Claim<'a> {
-    outbox: &'a Outbox,
-    path: PathBuf,
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        self.outbox.state().claimed.remove(&self.path);
-    }
-}
-
-/// The event id and bytes of the envelope at `path`, its headers' `sent_at` set to now (so Sentry can
-/// correct clock drift) and `dsn` to the one it is sent to.
-fn stamped_for_sending(path: &Path, dsn: &Dsn) -> Result<(String, Vec<u8>), OutboxError> {
-    let bytes = std::fs::read(path).map_err(|source| OutboxError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let envelope = Envelope::from_slice(&bytes).map_err(|source| OutboxError::Malformed {
+/// The event id and bytes of an envelope, its headers' `sent_at` set to now (so Sentry can correct
+/// clock drift) and `dsn` to the one it is sent to.
+fn stamped_for_sending(
+    bytes: &[u8],
+    path: &Path,
+    dsn: &Dsn,
+) -> Result<(String, Vec<u8>), OutboxError> {
+    let envelope = Envelope::from_slice(bytes).map_err(|source| OutboxError::Malformed {
         path: path.to_owned(),
         source,
     })?;

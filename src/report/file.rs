@@ -95,6 +95,16 @@ pub(crate) fn write_report(
 
 /// Temp file in the same directory, fsync, rename over `path`, fsync the directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomically_with(path, bytes, false).map(drop)
+}
+
+/// [`write_atomically`], returning the file open and exclusively locked (`File::try_lock`): the lock
+/// is taken before the file gets its name, so no other process can claim it in between.
+pub(crate) fn write_atomically_locked(path: &Path, bytes: &[u8]) -> std::io::Result<std::fs::File> {
+    write_atomically_with(path, bytes, true)
+}
+
+fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Result<std::fs::File> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
@@ -105,13 +115,16 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     ));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
+        if lock {
+            file.try_lock().map_err(std::io::Error::from)?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
-        Ok(())
+        Ok(file)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

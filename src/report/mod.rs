@@ -17,7 +17,7 @@ pub use crate::vulkan::fault::{FaultAccess, VendorBinaryHeader, VendorInfo};
 pub use crate::vulkan::GpuCrashCapabilities;
 pub(crate) use build::{add_hang_info, build_report, fault_cut, CrashContext};
 pub use file::{read_report, ReportError};
-pub(crate) use file::{write_atomically, write_report};
+pub(crate) use file::{write_atomically, write_atomically_locked, write_report};
 
 /// Bumped on any incompatible change of [`CrashReport`].
 pub const SCHEMA_VERSION: u32 = 2;

@@ -1,0 +1,141 @@
+//! Claims on outbox files, shared by every process and thread that uses one outbox.
+//!
+//! A game started twice, a launcher and its game, or the `gpu-crash` CLI next to a running game may
+//! all flush the same outbox. A claim is an exclusive advisory lock on the envelope file (`flock` on
+//! Unix, `LockFileEx` on Windows, through `std::fs::File::try_lock`), taken before the file is read
+//! and held until it was sent and deleted, moved to `failed/`, or left alone:
+//! - two flushes never send one envelope: the second one's lock fails, or it gets the lock only after
+//!   the first deleted the file, and then finds the name no longer leads to the file it locked;
+//! - bounds enforcement deletes only files it could claim, so it never deletes what another flush is
+//!   sending;
+//! - the operating system drops the lock when its process dies (killed mid-upload, `OnHang::Exit`),
+//!   so nothing stays claimed for ever.
+//!
+//! Locks are per open file, not per process: two threads of one process conflict the same way.
+
+use std::fs::{File, TryLockError};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// An outbox file this flush (or this bounds check) holds exclusively; released when dropped.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    path: PathBuf,
+    file: File,
+}
+
+impl Claim {
+    /// Claims `path`. `Ok(None)` when another claim holds it or it is gone (sent and deleted by
+    /// another process in the meantime); `Err` when it exists but cannot be opened or locked now
+    /// (permissions, no file descriptors left, I/O error): a transient state the caller must not take
+    /// for a bad envelope.
+    pub(crate) fn try_new(path: &Path) -> std::io::Result<Option<Self>> {
+        let file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+        if !still_named(&file, path) {
+            return Ok(None); // the holder before us sent it and deleted (or moved) it
+        }
+        Ok(Some(Self {
+            path: path.to_owned(),
+            file,
+        }))
+    }
+
+    /// Takes over a file this process just wrote and locked (see `HeldEnvelope`).
+    pub(crate) fn from_locked(path: PathBuf, file: File) -> Self {
+        Self { path, file }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's bytes, read through the locked handle.
+    pub(crate) fn read(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// The claim now names the file's new path (after a rename, which keeps the lock: it is on the
+    /// file, not on its name).
+    pub(crate) fn renamed(&mut self, to: PathBuf) {
+        self.path = to;
+    }
+}
+
+/// Whether `path` still names the file `file` was opened from.
+#[cfg(unix)]
+fn still_named(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Whether `path` still names the file `file` was opened from. Windows keeps a file that is open
+/// without delete sharing from being deleted or replaced, so a name that still exists is the file.
+#[cfg(not(unix))]
+fn still_named(_file: &File, path: &Path) -> bool {
+    path.exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-crash-claim-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_second_claim_of_a_claimed_file_fails_and_succeeds_once_released() {
+        let dir = scratch("twice");
+        let path = dir.join("a.envelope");
+        std::fs::write(&path, b"x").unwrap();
+        let mut first = Claim::try_new(&path).unwrap().expect("first claim");
+        assert!(Claim::try_new(&path).unwrap().is_none(), "claimed twice");
+        assert_eq!(first.read().unwrap(), b"x");
+        drop(first);
+        assert!(Claim::try_new(&path).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_file_deleted_while_waiting_is_not_claimed() {
+        let dir = scratch("deleted");
+        let path = dir.join("a.envelope");
+        std::fs::write(&path, b"x").unwrap();
+        let first = Claim::try_new(&path).unwrap().unwrap();
+        // Opened before the holder deleted it, locked after: the name leads elsewhere now.
+        let late = File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        drop(first);
+        late.try_lock().unwrap();
+        assert!(!still_named(&late, &path));
+        // Re-created under the same name (the same report queued again): a new file.
+        std::fs::write(&path, b"y").unwrap();
+        assert!(!still_named(&late, &path));
+        assert!(Claim::try_new(&path).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_missing_file_is_no_claim_and_no_error() {
+        let dir = scratch("missing");
+        assert!(Claim::try_new(&dir.join("gone.envelope"))
+            .unwrap()
+            .is_none());
+    }
+}

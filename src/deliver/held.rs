@@ -1,0 +1,93 @@
+//! Held envelopes: on disk, so a process that dies loses nothing, but not sent until their own rule
+//! lets them go.
+//!
+//! Two rules hold an envelope back: the crash-loop limit (the window's last upload goes out at exit or
+//! when the crash recurs after the window) and a GPU hang, whose report waits a while for the device
+//! loss that often follows, so that one fault is one Sentry event. Held envelopes live in `held/`,
+//! which no flush reads, and stay locked (see [`super::claim`]) while their process lives. A held
+//! envelope whose process died (unlocked) is moved back into the outbox by the next flush of any
+//! process: "at the next launch" for a crashed game.
+
+use std::path::{Path, PathBuf};
+
+use super::claim::Claim;
+
+/// Subdirectory of held envelopes.
+pub(crate) const HELD_DIR: &str = "held";
+
+/// An envelope in `held/`, locked by this process. Dropping it without [`Self::release`] or
+/// [`Self::discard`] unlocks it: the next flush (of any process) then sends it.
+#[derive(Debug)]
+pub(crate) struct HeldEnvelope {
+    claim: Claim,
+}
+
+impl HeldEnvelope {
+    pub(crate) fn new(path: PathBuf, file: std::fs::File) -> Self {
+        Self {
+            claim: Claim::from_locked(path, file),
+        }
+    }
+
+    /// Where it is held.
+    pub(crate) fn path(&self) -> &Path {
+        self.claim.path()
+    }
+
+    /// Moves it into `outbox_dir` for the next flush; returns its new path.
+    pub(crate) fn release_into(mut self, outbox_dir: &Path) -> std::io::Result<PathBuf> {
+        let target = outbox_dir.join(self.claim.path().file_name().unwrap_or_default());
+        std::fs::rename(self.claim.path(), &target)?;
+        sync_dir(outbox_dir);
+        self.claim.renamed(target.clone());
+        Ok(target)
+    }
+
+    /// Deletes it: a later report stands for it (it counts its losses, or it is the same fault with
+    /// more known).
+    pub(crate) fn discard(self) {
+        let _ = std::fs::remove_file(self.claim.path());
+    }
+}
+
+/// Moves every held envelope of `held_dir` that no live process holds into `outbox_dir`. Returns
+/// how many.
+pub(crate) fn release_orphans(held_dir: &Path, outbox_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(held_dir) else {
+        return 0;
+    };
+    let mut released = 0;
+    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+        let is_envelope = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .is_some_and(|n| {
+                !n.starts_with('.') && n.ends_with(&format!(".{}", super::outbox::ENVELOPE_EXT))
+            });
+        if !is_envelope {
+            continue;
+        }
+        // Locked: its process lives and will release it by its rule. Unreadable now: next time.
+        let Ok(Some(claim)) = Claim::try_new(&path) else {
+            continue;
+        };
+        let target = outbox_dir.join(path.file_name().unwrap_or_default());
+        if std::fs::rename(claim.path(), &target).is_ok() {
+            released += 1;
+        }
+    }
+    if released > 0 {
+        sync_dir(outbox_dir);
+        bevy::log::info!(
+            "GPU crash reporter: {released} crash report(s) held back by an earlier run are queued \
+             for upload"
+        );
+    }
+    released
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
