@@ -253,8 +253,18 @@ pub struct AddressIndex {
     recent: FixedRing<RecentEntry>,
     names: NameArena,
     stats: IndexStats,
+    /// Where the current run of unbinds began, tracked as events arrive (see
+    /// [`Self::trailing_unbind_run_start`]).
+    unbind_run: UnbindRun,
     /// Address order for queries; emptied by every change.
     order: OnceLock<Orders>,
+}
+
+/// The latest bind and the first unbind after it, by ring sequence.
+#[derive(Clone, Copy, Default)]
+struct UnbindRun {
+    last_bind: Option<u64>,
+    first_unbind_since: Option<u64>,
 }
 
 /// How many records ahead [`AddressIndex::apply_all`] prefetches (enough to cover a memory latency
@@ -314,6 +324,7 @@ impl AddressIndex {
             recent: FixedRing::new(settings.max_recent_events),
             names: NameArena::new(settings.max_name_bytes),
             stats: IndexStats::default(),
+            unbind_run: UnbindRun::default(),
             order: OnceLock::new(),
             settings,
         }
@@ -329,6 +340,7 @@ impl AddressIndex {
         self.recent.clear();
         self.names.clear();
         self.stats = IndexStats::default();
+        self.unbind_run = UnbindRun::default();
         self.order = OnceLock::new();
     }
 
@@ -382,17 +394,13 @@ impl AddressIndex {
         })
     }
 
-    /// Ring sequence where the trailing run of unbinds (no bind after it) begins, if the recent
-    /// events reach back to a bind. After a device loss that run is wgpu destroying every resource.
+    /// Ring sequence where the trailing run of unbinds (no bind after it) begins, if a bind was ever
+    /// folded. After a device loss that run is wgpu destroying every resource. Tracked as events
+    /// arrive, so it is exact however long the run (not bounded by the recent events kept).
     pub fn trailing_unbind_run_start(&self) -> Option<u64> {
-        let mut start = None;
-        for event in self.recent.iter().rev() {
-            if event.kind == BindingKind::Bind {
-                return Some(start.unwrap_or(event.sequence + 1));
-            }
-            start = Some(event.sequence);
-        }
-        None
+        let run = self.unbind_run;
+        run.last_bind
+            .map(|bind| run.first_unbind_since.unwrap_or(bind + 1))
     }
 
     /// First live entry of an object, if it has any (null handles name no object).
@@ -631,8 +639,18 @@ impl AddressIndex {
         let first = found.ok().map(|bucket| self.objects.first(bucket));
         let name = self.event_name(record, first);
         match record.kind {
-            BindingKind::Bind => self.bind(record, found, name),
-            BindingKind::Unbind => self.unbind(record, found, name, now),
+            BindingKind::Bind => {
+                self.unbind_run = UnbindRun {
+                    last_bind: Some(record.sequence),
+                    first_unbind_since: None,
+                };
+                self.bind(record, found, name);
+            }
+            BindingKind::Unbind => {
+                let run = &mut self.unbind_run;
+                run.first_unbind_since = run.first_unbind_since.or(Some(record.sequence));
+                self.unbind(record, found, name, now);
+            }
         }
         self.remember(record, name, now);
         self.names.release(name);

@@ -574,3 +574,32 @@ fn matches_a_plain_model_under_random_churn() {
     assert!(index.stats().unmatched_unbinds > 0);
     assert!(index.stats().duplicate_binds > 0);
 }
+
+#[test]
+fn the_unbind_run_start_is_exact_for_a_teardown_longer_than_the_recent_events() {
+    let mut index = AddressIndex::default();
+    let now = Instant::now();
+    let objects = 10_000u64;
+    let mut sequence = 0;
+    let mut fold = |index: &mut AddressIndex, mut record: BindingRecord| {
+        sequence += 1;
+        record.sequence = sequence;
+        index.apply(&record, now);
+        sequence
+    };
+    assert_eq!(index.trailing_unbind_run_start(), None, "no bind yet");
+    let mut last_bind = 0;
+    for h in 1..=objects {
+        last_bind = fold(&mut index, bind(BUFFER, h, h << 16, 4096));
+    }
+    assert_eq!(index.trailing_unbind_run_start(), Some(last_bind + 1));
+    let mut first_unbind = None;
+    for h in 1..=objects {
+        let s = fold(&mut index, unbind(BUFFER, h, h << 16, 4096));
+        first_unbind.get_or_insert(s);
+    }
+    assert!(objects as usize > index.settings().max_recent_events);
+    assert_eq!(index.trailing_unbind_run_start(), first_unbind);
+    fold(&mut index, bind(BUFFER, 1, 1 << 16, 4096));
+    assert_eq!(index.trailing_unbind_run_start(), Some(sequence + 1));
+}
