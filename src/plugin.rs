@@ -62,6 +62,11 @@ pub struct GpuCrashReporterPlugin {
     pub hang_timeout: Duration,
     /// What to do once a hang report is on disk. Default: [`OnHang::KeepWaiting`].
     pub on_hang: OnHang,
+    /// After a hang report, how long to wait for the device loss a driver's own lockup timeout may
+    /// bring (amdgpu resets after 10 s) before uploading: a loss within it replaces the hang report
+    /// (same id, the loss's fault addresses and verdict), so one fault is one Sentry issue. The
+    /// report is on disk before the wait, and `OnHang::Exit` exits after it. Default: 10 s.
+    pub loss_wait_after_hang: Duration,
     /// Enable `VK_AMD_buffer_marker` where offered and mark the start and end of each camera's render
     /// stages, so a report says which stage of which camera the GPU was in. Default: `true`. Costs a
     /// command buffer per stage boundary of each camera, plus one at the frame's start (6 a frame with
@@ -95,6 +100,7 @@ impl Default for GpuCrashReporterPlugin {
             report_dir: None,
             hang_timeout: Duration::from_secs(5),
             on_hang: OnHang::KeepWaiting,
+            loss_wait_after_hang: Duration::from_secs(10),
             gpu_breadcrumbs: true,
             crash_loop_limit: CrashLoopLimit::default(),
             application_name: None,
@@ -117,11 +123,13 @@ impl GpuCrashReports {
         self.paths.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Records a written report; a report rewritten in place (a hang report replaced by the loss
+    /// that followed) is listed once.
     pub(crate) fn push(&self, path: PathBuf) {
-        self.paths
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(path);
+        let mut paths = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
     }
 }
 
@@ -242,6 +250,7 @@ impl Plugin for GpuCrashReporterPlugin {
             application,
             self.hang_timeout,
             self.on_hang,
+            self.loss_wait_after_hang,
             self.crash_loop_limit,
             reports.clone(),
             outbox,
@@ -426,7 +435,7 @@ struct SendHeldBackOnExit(CrashHandling);
 
 impl Drop for SendHeldBackOnExit {
     fn drop(&mut self) {
-        self.0.send_held_back();
+        self.0.at_exit();
     }
 }
 

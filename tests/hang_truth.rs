@@ -6,12 +6,15 @@
 //!   vsync) and the whole process stopped (SIGSTOP) are not hangs, and a later real hang in the same
 //!   process is still reported;
 //! - the drill's `hang` is reported within `hang_timeout` + 1 s;
-//! - a use-after-free whose range is re-bound before the loss is seen resolves as of the fault.
+//! - a use-after-free whose range is re-bound before the loss is seen resolves as of the fault;
+//! - a hang the driver turns into a device loss a moment later is one report and one Sentry event,
+//!   with the loss's fault info.
 //!
 //! Each case runs this test binary again as a child (`child` below, an ignored test that only the
 //! parent starts) because the Vulkan loader reads its environment once per process.
 
 mod common;
+mod deliver_support;
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -27,10 +30,14 @@ use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
 use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a hang report waits for a loss to follow: short here, so the cases without a loss end
+/// soon after their hang report.
+const LOSS_WAIT: Duration = Duration::from_secs(1);
 /// The game's breadcrumb around the hang it records in Cleanup.
 const CLEANUP_WORK: &str = "truth: cleanup work";
 
 struct Run {
+    dir: std::path::PathBuf,
     output: Output,
     reports: Vec<CrashReport>,
     took: Duration,
@@ -63,6 +70,7 @@ fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run
     let mut reports: Vec<CrashReport> = common::read_reports(&reports_dir);
     reports.sort_by_key(|r| r.timestamp_ms);
     Run {
+        dir,
         output,
         reports,
         took,
@@ -274,6 +282,82 @@ fn a_range_re_bound_after_the_fault_does_not_change_the_verdict() {
     );
 }
 
+/// The driver resets the hung GPU 300 ms after our hang report (as amdgpu does after its lockup
+/// timeout) and the device is lost, with a fault address inside the live `truth_scratch` buffer: one
+/// report on disk (the hang's id, the loss's verdict, the stall kept) and one event in Bugsink.
+#[test]
+fn a_hang_then_a_loss_of_the_same_device_is_one_report_and_one_event() {
+    let server = deliver_support::bugsink("hang_truth");
+    let run = run(
+        "hang-then-loss",
+        "frames",
+        Some("hang"),
+        &[
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300@truth_scratch"),
+            ("SENTRY_DSN", server.dsn.as_str()),
+            ("TRUTH_LOSS_WAIT_MS", "10000"),
+        ],
+    );
+    let stderr = run.stderr();
+    assert_eq!(run.reports.len(), 1, "one report for both: {stderr}");
+    let report = &run.reports[0];
+    assert_eq!(report.kind, CrashKind::DeviceLost, "{stderr}");
+    let hang = report.hang.as_ref().expect("the hang's stall is kept");
+    assert!(hang.stalled_ms >= 2_000, "{hang:#?}");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("replaces the GPU hang report")),
+        "{:#?}",
+        report.notes
+    );
+    let fault = report.faults.first().unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(
+        fault.verdict,
+        FaultVerdict::InsideLiveObject,
+        "{}",
+        fault.summary
+    );
+    assert_eq!(
+        fault.culprit.as_ref().and_then(|c| c.name.as_deref()),
+        Some("truth_scratch"),
+        "{}",
+        fault.summary
+    );
+    assert!(
+        report.summary.contains("after a GPU hang"),
+        "{}",
+        report.summary
+    );
+    let event = server
+        .event(&report.id)
+        .unwrap_or_else(|| panic!("the report reached Bugsink: {stderr}"));
+    assert_eq!(
+        event["data"]["tags"]["gpu.verdict"], "inside_live_object",
+        "{event:#}"
+    );
+    assert_eq!(
+        event["data"]["tags"]["gpu.fault_kind"], "device_lost",
+        "{event:#}"
+    );
+    // One event: the held-back hang envelope was replaced, not sent, and nothing waits.
+    let outbox = run.dir.join("reports").join("outbox");
+    assert_eq!(files_in(&outbox.join("sent")), 1, "{stderr}");
+    assert_eq!(files_in(&outbox), 0, "{stderr}");
+    assert_eq!(files_in(&outbox.join("held")), 0, "{stderr}");
+}
+
+fn files_in(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().is_file())
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// The app each case runs: the plugin, labelled per-frame buffers, and the mode's behaviour.
 #[test]
 #[ignore = "child process entry point: the tests above start it with TRUTH_MODE set"]
@@ -284,6 +368,10 @@ fn child() {
     app.add_plugins(GpuCrashReporterPlugin {
         hang_timeout: HANG_TIMEOUT,
         on_hang: OnHang::Exit(3),
+        loss_wait_after_hang: std::env::var("TRUTH_LOSS_WAIT_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(LOSS_WAIT, Duration::from_millis),
         application_name: Some("hang_truth".into()),
         ..default()
     });

@@ -145,6 +145,100 @@ fn a_crash_loop_uploads_at_most_the_limit_and_the_last_counts_the_rest() {
     );
 }
 
+/// A game that survives its losses never waits for the network: with a server that answers after
+/// 10 s, the reporting on the main thread (fault query, allocator report, build, write, enqueue) and
+/// the longest main-thread frame around each loss are measured and printed; both stay far below
+/// the server's delay, which a blocking upload would add to them.
+#[test]
+fn a_loss_the_game_survives_does_not_wait_for_a_slow_server() {
+    use deliver_support::{Action, ScriptedServer};
+    let slow = ScriptedServer::start(
+        0,
+        vec![],
+        Action::Delayed(
+            Duration::from_secs(10),
+            Box::new(Action::Respond(200, vec![], "{}".into())),
+        ),
+    );
+    let dsn = format!("http://public@127.0.0.1:{}/1", slow.port);
+    let run = run("slow-server", "recover", 3, &[("SENTRY_DSN", dsn.as_str())]);
+    let stderr = run.stderr();
+    assert_eq!(run.output.status.code(), Some(0), "{stderr}");
+    assert_eq!(run.reports.len(), 3, "{stderr}");
+    let handled: Vec<u64> = numbers_after(&stderr, "device loss reported in ");
+    let frames: Vec<u64> = numbers_after(&stderr, "longest main-thread frame around the loss: ");
+    eprintln!("main thread per loss: reporting {handled:?} ms, longest frame {frames:?} ms");
+    assert_eq!(handled.len(), 3, "{stderr}");
+    // The last loss ends the run before its frames are counted.
+    assert_eq!(frames.len(), 2, "{stderr}");
+    assert!(
+        handled.iter().chain(&frames).all(|&ms| ms < 5_000),
+        "the main thread waited for the 10 s server: reporting {handled:?} ms, frames {frames:?} ms"
+    );
+    assert!(
+        !slow.seen().is_empty(),
+        "the uploads were attempted in the background: {stderr}"
+    );
+}
+
+/// The player's disk refuses the report (here: its directory lies under a regular file, so every
+/// write fails as on a read-only or full disk): the event still reaches Sentry, sent from memory,
+/// its notes say the disk copy is missing, and so does the log.
+#[test]
+fn a_report_that_cannot_be_written_still_reaches_bugsink() {
+    let server = deliver_support::bugsink("recovery");
+    let blocker = common::scratch_dir("recovery-unwritable-blocker").join("not-a-directory");
+    std::fs::write(&blocker, b"a file where the report directory should be").unwrap();
+    let unwritable = blocker.join("reports");
+    let run = run(
+        "unwritable",
+        "default",
+        1,
+        &[
+            ("SENTRY_DSN", server.dsn.as_str()),
+            ("GPU_CRASH_REPORT_DIR", unwritable.to_str().unwrap()),
+        ],
+    );
+    let stderr = run.stderr();
+    assert!(run.reports.is_empty(), "{stderr}");
+    assert!(
+        stderr.contains("GPU crash report could NOT be written to"),
+        "the log says why the disk copy is missing: {stderr}"
+    );
+    let marker = "uploaded to Sentry from memory (event ";
+    let id = stderr
+        .lines()
+        .find_map(|l| {
+            Some(
+                l[l.find(marker)? + marker.len()..]
+                    .split(')')
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .unwrap_or_else(|| panic!("sent from memory: {stderr}"));
+    let event = server
+        .event(&id)
+        .unwrap_or_else(|| panic!("event {id} in Bugsink: {stderr}"));
+    let notes = event["data"]["extra"]["notes"].to_string();
+    assert!(
+        notes.contains("not saved on the player's machine"),
+        "{notes}"
+    );
+    assert_eq!(event["data"]["tags"]["gpu.verdict"], "use_after_free");
+}
+
+/// The integers that follow `marker` on the lines that hold it.
+fn numbers_after(log: &str, marker: &str) -> Vec<u64> {
+    log.lines()
+        .filter_map(|line| {
+            let rest = &line[line.find(marker)? + marker.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
 #[test]
 fn stop_rendering_keeps_the_app_running_with_one_report() {
     let run = run("stop", "stop", 1, &[]);
@@ -218,7 +312,8 @@ fn child() {
     })
     .add_plugins(common::headless_default_plugins())
     .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-    .add_systems(Update, (per_frame_buffers, watch_the_run));
+    .add_systems(Update, (per_frame_buffers, watch_the_run))
+    .add_systems(Last, longest_frame_around_each_loss);
     if std::env::var("RECOVERY_POLICY").as_deref() != Ok("default") {
         app.insert_resource(RenderErrorHandler(app_handler));
     }
@@ -272,6 +367,33 @@ fn watch_the_run(
         if *after_loss == 120 {
             eprintln!("recovery child: still running 120 frames after the loss");
             exit.write(AppExit::Success);
+        }
+    }
+}
+
+/// The main thread's longest frame from the one that saw a loss to three frames after it (Bevy's
+/// own renderer rebuild included), printed once per loss.
+fn longest_frame_around_each_loss(
+    mut last: Local<Option<Instant>>,
+    mut seen_losses: Local<u32>,
+    mut window: Local<(u32, Duration)>,
+) {
+    let now = Instant::now();
+    let frame = last.map_or(Duration::ZERO, |t| now - t);
+    *last = Some(now);
+    let losses = LOSSES.load(Ordering::SeqCst);
+    if losses != *seen_losses {
+        *seen_losses = losses;
+        *window = (4, Duration::ZERO);
+    }
+    if window.0 > 0 {
+        window.1 = window.1.max(frame);
+        window.0 -= 1;
+        if window.0 == 0 {
+            eprintln!(
+                "recovery child: longest main-thread frame around the loss: {} ms",
+                window.1.as_millis()
+            );
         }
     }
 }

@@ -5,6 +5,7 @@ mod bounded;
 mod exit;
 pub(crate) mod frames;
 mod handler;
+mod hang_then_loss;
 pub(crate) mod render_errors;
 mod session;
 mod watchdog;

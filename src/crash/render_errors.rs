@@ -88,16 +88,25 @@ fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) ->
     if let Some(mut hook) = main.get_resource_mut::<OurRenderErrorHook>() {
         hook.reinserted_at = Some(tick);
     }
-    if error.ty == ErrorType::DeviceLost {
-        if let Some(crash) = main.get_resource::<CrashHandling>().cloned() {
-            crash.device_lost(&error.description);
-        }
+    let crash = (error.ty == ErrorType::DeviceLost)
+        .then(|| main.get_resource::<CrashHandling>().cloned())
+        .flatten();
+    if let Some(crash) = &crash {
+        crash.device_lost(&error.description);
     }
     let previous = main
         .get_resource::<PreviousRenderErrorHandler>()
         .map(|p| p.0)
         .unwrap_or(RenderErrorHandler::default().0);
     let policy = previous(error, main, render);
+    // The app quits on this loss (Bevy's default handler does): the upload that runs in the
+    // background gets its bounded time now, whether or not the app's exit drops the world.
+    let exiting = main
+        .get_resource::<Messages<AppExit>>()
+        .is_some_and(|messages| !messages.is_empty());
+    if let (Some(crash), true) = (&crash, exiting) {
+        crash.wait_for_uploads();
+    }
     IN_OUR_HANDLER.with(|flag| flag.set(false));
     policy
 }

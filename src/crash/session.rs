@@ -8,6 +8,7 @@ use std::time::Duration;
 use bevy::prelude::Resource;
 use bevy::render::renderer::RenderDevice;
 
+use super::hang_then_loss::PendingHang;
 use crate::progress::GpuTimeline;
 use crate::vulkan::GpuCrashCapabilities;
 
@@ -20,6 +21,11 @@ pub(crate) struct DeviceSession {
     /// GPU-written progress; `None` where the marker memory could not be made (watchdog off).
     pub timeline: Option<GpuTimeline>,
     loss_reported: AtomicBool,
+    /// Set once this device's loss report is written and queued (after `loss_reported`).
+    loss_report_done: AtomicBool,
+    /// A hang report of this device waiting for the loss that may follow (see `hang_then_loss`).
+    /// Locked only to put or take it, never across a wait.
+    pending_hang: Mutex<Option<PendingHang>>,
 }
 
 impl DeviceSession {
@@ -32,6 +38,29 @@ impl DeviceSession {
     pub(crate) fn is_lost(&self) -> bool {
         // Acquire: pairs with the swap in `mark_lost`.
         self.loss_reported.load(Ordering::Acquire)
+    }
+
+    /// The loss report is on disk and queued.
+    pub(crate) fn mark_loss_report_done(&self) {
+        // Release: a thread that sees it (Acquire below) sees the report's files.
+        self.loss_report_done.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn loss_report_done(&self) -> bool {
+        // Acquire: pairs with the Release in `mark_loss_report_done`.
+        self.loss_report_done.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn put_pending_hang(&self, hang: PendingHang) {
+        *self.pending_hang.lock().unwrap_or_else(|p| p.into_inner()) = Some(hang);
+    }
+
+    /// Takes the waiting hang report; exactly one of the loss handler and the watchdog gets it.
+    pub(crate) fn take_pending_hang(&self) -> Option<PendingHang> {
+        self.pending_hang
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
@@ -96,6 +125,8 @@ impl DeviceSessions {
             capabilities,
             timeline,
             loss_reported: AtomicBool::new(false),
+            loss_report_done: AtomicBool::new(false),
+            pending_hang: Mutex::new(None),
         });
         let previous = self.lock().current.replace(session.clone());
         // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog

@@ -406,6 +406,8 @@ pub enum Action {
     RateLimitedUntil(Duration),
     /// Forward the request to `127.0.0.1:port` and relay the answer.
     Proxy(u16),
+    /// Wait this long after reading the request, then act (a slow server or network).
+    Delayed(Duration, Box<Action>),
 }
 
 /// A request the server saw.
@@ -547,6 +549,11 @@ fn proxied_answer(port: u16, head: &str, body: &[u8]) -> Option<Vec<u8>> {
 fn serve(mut stream: TcpStream, action: &Action, seen: &Mutex<Vec<Seen>>) -> Option<()> {
     let (head, body) = read_request(&mut stream)?;
     let at = Instant::now();
+    let mut action = action;
+    while let Action::Delayed(delay, then) = action {
+        std::thread::sleep(*delay);
+        action = then;
+    }
     let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
     let answer = match action {
         Action::Respond(status, headers, text) => plain_answer(*status, headers, text),
@@ -555,6 +562,7 @@ fn serve(mut stream: TcpStream, action: &Action, seen: &Mutex<Vec<Seen>>) -> Opt
             plain_answer(429, &[("Retry-After".to_owned(), retry_at)], "slow down")
         }
         Action::Proxy(port) => proxied_answer(*port, &head, &body)?,
+        Action::Delayed(..) => unreachable!("unwrapped above"),
     };
     let status = String::from_utf8_lossy(&answer)
         .split_whitespace()
