@@ -20,7 +20,8 @@ const USAGE: &str = "usage:
   cargo xtask drill [--release] [-- <example args>]
       build the layer and the crash_drill example, run it under VK_LAYER_gpu_crash_drill
       (GPU_CRASH_DRILL=<scenario>[:<label>], GPU_CRASH_DRILL_API=ext|khr, GPU_CRASH_DRILL_AFTER=<n>,
-       GPU_CRASH_DRILL_PRECISION=<bytes> are passed through)
+       GPU_CRASH_DRILL_PRECISION=<bytes>,
+       GPU_CRASH_DRILL_LOSS=at-fault|after-rebind|after-hang:<ms>[@<label>] are passed through)
   cargo xtask layer-manifest [--release] <dir>
       build the layer and write VK_LAYER_gpu_crash_drill.json into <dir>";
 

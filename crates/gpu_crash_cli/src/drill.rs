@@ -28,7 +28,8 @@ const SCENARIOS: [&str; 6] = [
 #[derive(clap::Args)]
 pub struct DrillArgs {
     /// The fault: use-after-free[:label], out-of-bounds[:label], in-bounds[:label], hang,
-    /// hang-in-pass:<pass label>[#n], stall:<ms>.
+    /// hang-in-pass:<pass label>[#n], stall:<ms>. GPU_CRASH_DRILL_LOSS in the environment reaches
+    /// the game, e.g. after-hang:<ms>[@<label>] to lose the device <ms> after a hang.
     #[arg(long, default_value = "use-after-free")]
     scenario: String,
     /// Queue submissions that pass before the fault (the layer's default: 30).

@@ -101,14 +101,20 @@ pub(crate) enum FaultApi {
     Khr,
 }
 
-/// When a fired use-after-free loses the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// When the drill loses the device (`GPU_CRASH_DRILL_LOSS`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum LossMode {
     /// The triggering submission returns `VK_ERROR_DEVICE_LOST`.
     AtFault,
-    /// The GPU stops at the triggering submission (it and all later ones are swallowed); the device
-    /// is lost at the first submission after a bind covers the fault address again.
+    /// `use-after-free` only: the GPU stops at the triggering submission (it and all later ones are
+    /// swallowed); the device is lost at the first submission after a bind covers the fault address
+    /// again.
     AfterRebind,
+    /// `hang` / `hang-in-pass` only: the hang happens as without it, then `ms` milliseconds later
+    /// the device is lost, as when a driver's watchdog resets a hung GPU (amdgpu after its lockup
+    /// timeout). With `label`, the loss also reports a read fault inside the live object of that
+    /// debug name, like the fault address such a reset may come with.
+    AfterHang { ms: u64, label: Option<String> },
 }
 
 /// Everything the environment configures.
@@ -120,7 +126,8 @@ pub(crate) struct Config {
     pub after: u64,
     /// `addressPrecision` of reported addresses (a power of two).
     pub precision: u64,
-    /// `GPU_CRASH_DRILL_LOSS`; only `use-after-free` uses it.
+    /// `GPU_CRASH_DRILL_LOSS`: `after-rebind` applies to `use-after-free`, `after-hang` to the two
+    /// hang scenarios; parsing drops a mode that does not apply to the scenario.
     pub loss: LossMode,
 }
 
@@ -232,26 +239,9 @@ impl Config {
                 DEFAULT_PRECISION
             }
         };
-        let loss = match loss.map(|l| l.trim().to_ascii_lowercase()) {
+        let loss = match loss {
             None => LossMode::AtFault,
-            Some(l) if l == "at-fault" => LossMode::AtFault,
-            Some(l) if l == "after-rebind" => match &scenario {
-                Some(Scenario::UseAfterFree(_)) | None => LossMode::AfterRebind,
-                Some(other) => {
-                    log(&format!(
-                        "GPU_CRASH_DRILL_LOSS=after-rebind only applies to use-after-free, not {}; \
-                         ignored",
-                        other.name()
-                    ));
-                    LossMode::AtFault
-                }
-            },
-            Some(l) => {
-                log(&format!(
-                    "GPU_CRASH_DRILL_LOSS={l}: expected `at-fault` or `after-rebind`; using `at-fault`"
-                ));
-                LossMode::AtFault
-            }
+            Some(l) => parse_loss(l.trim(), scenario.as_ref(), log),
         };
         Self {
             scenario,
@@ -261,6 +251,66 @@ impl Config {
             loss,
         }
     }
+}
+
+/// Parses `GPU_CRASH_DRILL_LOSS` for `scenario` (`None`: no fault, any mode is accepted); a bad
+/// value, or a mode for another scenario, logs one line and falls back to `at-fault`.
+fn parse_loss(value: &str, scenario: Option<&Scenario>, log: &mut dyn FnMut(&str)) -> LossMode {
+    // Only the mode's name is case-insensitive: an `after-hang` label is a debug name, kept as written.
+    let (name, arg) = match value.split_once(':') {
+        Some((n, a)) => (n.to_ascii_lowercase(), Some(a)),
+        None => (value.to_ascii_lowercase(), None),
+    };
+    let (mode, applies_to) = match (name.as_str(), arg) {
+        ("at-fault", None) => return LossMode::AtFault,
+        ("after-rebind", None) => (LossMode::AfterRebind, "use-after-free"),
+        ("after-hang", Some(arg)) => {
+            let (ms, label) = match arg.split_once('@') {
+                Some((ms, label)) => (ms, Some(label)),
+                None => (arg, None),
+            };
+            match (ms.trim().parse::<u64>(), label) {
+                (Ok(ms), None) => (
+                    LossMode::AfterHang { ms, label: None },
+                    "hang and hang-in-pass",
+                ),
+                (Ok(ms), Some(l)) if !l.is_empty() => (
+                    LossMode::AfterHang {
+                        ms,
+                        label: Some(l.to_string()),
+                    },
+                    "hang and hang-in-pass",
+                ),
+                _ => {
+                    log(&format!(
+                        "GPU_CRASH_DRILL_LOSS={value}: `after-hang` needs a delay in milliseconds and \
+                         optionally a label (after-hang:<ms>[@<label>]); using `at-fault`"
+                    ));
+                    return LossMode::AtFault;
+                }
+            }
+        }
+        _ => {
+            log(&format!(
+                "GPU_CRASH_DRILL_LOSS={value}: expected `at-fault`, `after-rebind` or \
+                 `after-hang:<ms>[@<label>]`; using `at-fault`"
+            ));
+            return LossMode::AtFault;
+        }
+    };
+    let applies = match (&mode, scenario) {
+        (_, None) => true,
+        (LossMode::AfterRebind, Some(s)) => matches!(s, Scenario::UseAfterFree(_)),
+        (_, Some(s)) => matches!(s, Scenario::Hang | Scenario::HangInPass(_)),
+    };
+    if applies {
+        return mode;
+    }
+    log(&format!(
+        "GPU_CRASH_DRILL_LOSS={value} only applies to {applies_to}, not {}; ignored",
+        scenario.map_or("", Scenario::name)
+    ));
+    LossMode::AtFault
 }
 
 #[cfg(test)]
@@ -316,6 +366,66 @@ mod tests {
         assert_eq!(mode, LossMode::AtFault);
         assert!(
             lines.len() == 1 && lines[0].contains("expected"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn after_hang_takes_a_delay_and_an_optional_label() {
+        let loss = |scenario: Option<&str>, loss: &str| {
+            let mut lines = Vec::new();
+            let c = Config::parse(scenario, None, None, None, Some(loss), &mut |l| {
+                lines.push(l.to_string())
+            });
+            (c.loss, lines)
+        };
+        let after = |ms, label: Option<&str>| LossMode::AfterHang {
+            ms,
+            label: label.map(String::from),
+        };
+        assert_eq!(
+            loss(Some("hang"), "after-hang:300"),
+            (after(300, None), vec![])
+        );
+        // The label is a debug name: kept as written (spaces, case, '@' and ':' included).
+        assert_eq!(
+            loss(Some("hang"), " After-Hang:300@My buffer "),
+            (after(300, Some("My buffer")), vec![])
+        );
+        assert_eq!(
+            loss(Some("hang-in-pass:main pass"), "after-hang: 0 @a@b:c"),
+            (after(0, Some("a@b:c")), vec![])
+        );
+        assert_eq!(loss(None, "after-hang:5"), (after(5, None), vec![]));
+        for bad in [
+            "after-hang",
+            "after-hang:",
+            "after-hang:soon",
+            "after-hang:-1",
+            "after-hang:1.5",
+            "after-hang:@label",
+            "after-hang:300@",
+        ] {
+            let (mode, lines) = loss(Some("hang"), bad);
+            assert_eq!(mode, LossMode::AtFault, "{bad}");
+            assert!(
+                lines.len() == 1 && lines[0].contains("after-hang:<ms>[@<label>]"),
+                "{bad}: {lines:?}"
+            );
+        }
+        for other in ["use-after-free", "in-bounds:x", "stall:100"] {
+            let (mode, lines) = loss(Some(other), "after-hang:300@x");
+            assert_eq!(mode, LossMode::AtFault, "{other}");
+            assert!(
+                lines.len() == 1 && lines[0].contains("only applies to hang and hang-in-pass"),
+                "{other}: {lines:?}"
+            );
+        }
+        // `after-rebind` stays a use-after-free mode.
+        let (mode, lines) = loss(Some("hang"), "after-rebind");
+        assert_eq!(mode, LossMode::AtFault);
+        assert!(
+            lines.len() == 1 && lines[0].contains("only applies to use-after-free"),
             "{lines:?}"
         );
     }

@@ -519,14 +519,14 @@ fn submit(
     let Some(dev) = dev_of(queue) else {
         return NO_DEVICE;
     };
-    match fault::on_submit(&dev) {
+    match fault::on_submit(&dev, queue.as_raw()) {
         SubmitAction::Lost => vk::Result::ERROR_DEVICE_LOST,
         SubmitAction::Swallow => vk::Result::SUCCESS,
         SubmitAction::CallDown => {
             let waiting = fault::pending_wait(&dev).filter(|&cb| contains(cb));
             let r = call_down(&dev).unwrap_or(NO_DEVICE);
             if let (vk::Result::SUCCESS, Some(cb)) = (r, waiting) {
-                fault::wait_submitted(&dev, cb);
+                fault::wait_submitted(&dev, cb, queue.as_raw());
             }
             r
         }
@@ -672,13 +672,69 @@ macro_rules! lost_gate {
     };
 }
 
-lost_gate!("vkQueueWaitIdle", fn queue_wait_idle(queue: vk::Queue) => queue_wait_idle);
-lost_gate!("vkDeviceWaitIdle", fn device_wait_idle(device: vk::Device) => device_wait_idle);
-lost_gate!("vkWaitForFences", fn wait_for_fences(device: vk::Device, count: u32, p_fences: *const vk::Fence, wait_all: vk::Bool32, timeout: u64) => wait_for_fences);
+/// Waits that hung work can block: like `lost_gate!`, and under `after-hang` they end with
+/// `VK_ERROR_DEVICE_LOST` at the simulated reset even while blocked (`fault::wait_sliced`).
+macro_rules! hang_wait {
+    ($name:literal, fn $hook:ident($h:ident : $ht:ty $(, $a:ident : $t:ty)*; $timeout:ident) => $($field:ident)|+) => {
+        pub(crate) unsafe extern "system" fn $hook($h: $ht $(, $a: $t)*, $timeout: u64) -> vk::Result {
+            guard($name, vk::Result::ERROR_DEVICE_LOST, || {
+                let Some(dev) = dev_of($h) else { return NO_DEVICE };
+                if fault::is_lost(&dev) {
+                    return vk::Result::ERROR_DEVICE_LOST;
+                }
+                let Some(f) = None$(.or(dev.fns.$field))+ else {
+                    return NO_DEVICE;
+                };
+                // SAFETY: forwarded unchanged but for a timeout no longer than the application's.
+                fault::wait_sliced(&dev, $timeout, |t| unsafe { f($h $(, $a)*, t) })
+            })
+        }
+    };
+}
+
+pub(crate) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
+    guard("vkQueueWaitIdle", vk::Result::ERROR_DEVICE_LOST, || {
+        let Some(dev) = dev_of(queue) else {
+            return NO_DEVICE;
+        };
+        if fault::is_lost(&dev) {
+            return vk::Result::ERROR_DEVICE_LOST;
+        }
+        if let Some(r) = fault::idle_blocked_by_hang(&dev, Some(queue.as_raw())) {
+            return r;
+        }
+        match dev.fns.queue_wait_idle {
+            // SAFETY: forwarded unchanged.
+            Some(f) => unsafe { f(queue) },
+            None => NO_DEVICE,
+        }
+    })
+}
+
+pub(crate) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
+    guard("vkDeviceWaitIdle", vk::Result::ERROR_DEVICE_LOST, || {
+        let Some(dev) = dev_of(device) else {
+            return NO_DEVICE;
+        };
+        if fault::is_lost(&dev) {
+            return vk::Result::ERROR_DEVICE_LOST;
+        }
+        if let Some(r) = fault::idle_blocked_by_hang(&dev, None) {
+            return r;
+        }
+        match dev.fns.device_wait_idle {
+            // SAFETY: forwarded unchanged.
+            Some(f) => unsafe { f(device) },
+            None => NO_DEVICE,
+        }
+    })
+}
+
+hang_wait!("vkWaitForFences", fn wait_for_fences(device: vk::Device, count: u32, p_fences: *const vk::Fence, wait_all: vk::Bool32; timeout) => wait_for_fences);
 lost_gate!("vkGetFenceStatus", fn get_fence_status(device: vk::Device, fence: vk::Fence) => get_fence_status);
 lost_gate!("vkGetEventStatus", fn get_event_status(device: vk::Device, event: vk::Event) => get_event_status);
-lost_gate!("vkWaitSemaphores", fn wait_semaphores(device: vk::Device, p_info: *const vk::SemaphoreWaitInfo<'_>, timeout: u64) => wait_semaphores | wait_semaphores_khr);
-lost_gate!("vkWaitSemaphoresKHR", fn wait_semaphores_khr(device: vk::Device, p_info: *const vk::SemaphoreWaitInfo<'_>, timeout: u64) => wait_semaphores_khr | wait_semaphores);
+hang_wait!("vkWaitSemaphores", fn wait_semaphores(device: vk::Device, p_info: *const vk::SemaphoreWaitInfo<'_>; timeout) => wait_semaphores | wait_semaphores_khr);
+hang_wait!("vkWaitSemaphoresKHR", fn wait_semaphores_khr(device: vk::Device, p_info: *const vk::SemaphoreWaitInfo<'_>; timeout) => wait_semaphores_khr | wait_semaphores);
 lost_gate!("vkGetSemaphoreCounterValue", fn get_semaphore_counter_value(device: vk::Device, semaphore: vk::Semaphore, p_value: *mut u64) => get_semaphore_counter_value | get_semaphore_counter_value_khr);
 lost_gate!("vkGetSemaphoreCounterValueKHR", fn get_semaphore_counter_value_khr(device: vk::Device, semaphore: vk::Semaphore, p_value: *mut u64) => get_semaphore_counter_value_khr | get_semaphore_counter_value);
 lost_gate!("vkGetQueryPoolResults", fn get_query_pool_results(device: vk::Device, pool: vk::QueryPool, first: u32, count: u32, size: usize, p_data: *mut c_void, stride: vk::DeviceSize, flags: vk::QueryResultFlags) => get_query_pool_results);

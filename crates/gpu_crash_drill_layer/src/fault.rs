@@ -5,11 +5,15 @@
 //! submissions until the fault address is bound again, then marks it lost); a hang swallows the
 //! submission (and every later one) so fences and semaphores never signal, without losing the
 //! device. `stall` and `hang-in-pass` wait on the GPU instead: `commands.rs` records the wait, and
-//! [`wait_submitted`] acts when the command buffer holding it is submitted. The queries then answer
-//! from the record with the exact two-call contracts of the specification.
+//! [`wait_submitted`] acts when the command buffer holding it is submitted. With
+//! `GPU_CRASH_DRILL_LOSS=after-hang:<ms>` a hang becomes a loss `<ms>` later, as when a driver's
+//! watchdog resets the GPU: [`lock_state`] applies it to whichever call comes first after that time,
+//! and the waits that hung work blocks are cut into slices that end there ([`wait_sliced`],
+//! [`idle_blocked_by_hang`]). The queries then answer from the record with the exact two-call
+//! contracts of the specification.
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -19,10 +23,13 @@ use vulkan_fault_ffi::{
 };
 
 use crate::config::{LossMode, Scenario};
-use crate::dispatch::DeviceData;
+use crate::dispatch::{DeviceData, DeviceState};
 use crate::log::log_line;
 use crate::state::bindings::Target;
-use crate::state::fault::{copy_c_string, FaultAddress, FaultRecord, WaitInjection, REBIND_LIMIT};
+use crate::state::fault::{
+    copy_c_string, FaultAddress, FaultRecord, VendorEntry, WaitInjection, REBIND_LIMIT,
+    VENDOR_CODE_RESET,
+};
 
 /// What a queue submission hook must do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,14 +42,212 @@ pub(crate) enum SubmitAction {
     Swallow,
 }
 
-/// Called at the start of every `vkQueueSubmit*` / `vkQueueBindSparse`.
-pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
-    let config = &dev.instance.config;
+/// Locks the device state with a due `after-hang` loss applied, so that from its time on every
+/// decision and query sees the device lost, whichever call comes first. (A timer checked here rather
+/// than a thread that sets a flag: nothing outlives the device, and no call can see the deadline
+/// passed but the device not lost yet.)
+pub(crate) fn lock_state(dev: &DeviceData) -> MutexGuard<'_, DeviceState> {
     let mut st = dev.lock();
+    if let LossMode::AfterHang { ms, label } = &dev.instance.config.loss {
+        let due = st.fault.loss_at(*ms).is_some_and(|at| Instant::now() >= at);
+        if due && !st.fault.lost {
+            reset_after_hang(
+                &mut st,
+                *ms,
+                label.as_deref(),
+                dev.instance.config.precision,
+            );
+        }
+    }
+    st
+}
+
+/// The simulated watchdog reset: the hung device is lost now, and the fault info a driver would
+/// give after the reset (watchdog timeout, device lost, and with a label a read fault inside that
+/// live object) becomes what the queries report.
+fn reset_after_hang(st: &mut DeviceState, ms: u64, label: Option<&str>, precision: u64) {
+    st.fault.lost = true;
+    let Some(hang) = st.fault.held.take() else {
+        return;
+    };
+    let target = label.and_then(|l| st.tracker.live_target(Some(l), false));
+    let record = lost_after_hang(&hang, ms, target.as_ref(), precision);
+    let blamed = match (&target, label) {
+        (Some(t), _) => format!(
+            "; fault address 0x{:x} inside {}",
+            record.address.map_or(0, |a| a.reported_address),
+            t.describe()
+        ),
+        (None, Some(l)) => format!("; no live object named \"{l}\": no fault address reported"),
+        (None, None) => String::new(),
+    };
+    log_line(&format!(
+        "simulated watchdog reset {ms} ms after the hang: device lost{blamed}"
+    ));
+    st.fault.khr_pending.push(record.khr_report());
+    st.fault.record = Some(record);
+}
+
+/// The record of a hang turned into a loss by a reset `ms` later: the hang's watchdog entry, an
+/// entry for the reset, and with `target` a read fault inside it (its middle, 4-byte aligned).
+fn lost_after_hang(
+    hang: &FaultRecord,
+    ms: u64,
+    target: Option<&Target>,
+    precision: u64,
+) -> FaultRecord {
+    let mut description = format!(
+        "{}; device lost when the GPU was reset {ms} ms later",
+        hang.description
+    );
+    let address = target.map(|t| {
+        let r = t.range;
+        let at = r.base + ((r.size / 2) & !3);
+        description.push_str(&format!(
+            "; read inside {} [0x{:x}, 0x{:x}) at 0x{at:x}",
+            t.describe(),
+            r.base,
+            r.base.saturating_add(r.size)
+        ));
+        FaultAddress {
+            address_type: vk::DeviceFaultAddressTypeEXT::READ_INVALID,
+            reported_address: at,
+            precision,
+        }
+    });
+    let mut vendor = hang.vendor.clone();
+    vendor.push(VendorEntry {
+        description: "gpu_crash_drill: device lost after GPU reset (watchdog timeout)".into(),
+        code: VENDOR_CODE_RESET,
+        data: ms,
+    });
+    FaultRecord {
+        scenario: hang.scenario.clone(),
+        description,
+        address,
+        vendor,
+        abort_message: hang.abort_message.clone(),
+        device_lost: true,
+    }
+}
+
+/// Where a hang's record goes: reported at once, or with `after-hang` held back until the reset.
+fn record_hang(dev: &DeviceData, st: &mut DeviceState, record: FaultRecord) {
+    if matches!(dev.instance.config.loss, LossMode::AfterHang { .. }) {
+        st.fault.held = Some(record);
+    } else {
+        st.fault.khr_pending.push(record.khr_report());
+        st.fault.record = Some(record);
+    }
+}
+
+/// `"; the device is lost <ms> ms later (...)"` for the hang's log line under `after-hang`, else
+/// nothing.
+fn loss_note(dev: &DeviceData) -> String {
+    match &dev.instance.config.loss {
+        LossMode::AfterHang { ms, label } => format!(
+            "; the device is lost {ms} ms later (simulated watchdog reset{})",
+            label
+                .as_deref()
+                .map(|l| format!(", fault inside \"{l}\""))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Before the hang is known, the longest one slice of [`wait_sliced`] blocks in the driver: a wait
+/// that began before the hang (on work submitted later, or a timeline value signalled later) learns
+/// the loss time within this.
+const SLICE_BEFORE_HANG: Duration = Duration::from_millis(5);
+
+/// A fence or semaphore wait (`wait(timeout_ns)` calls the driver) that, under `after-hang`, ends
+/// with `VK_ERROR_DEVICE_LOST` at the loss time even though the driver's own wait cannot be
+/// interrupted: it waits in slices that end at the loss time (or every [`SLICE_BEFORE_HANG`] until a
+/// hang began). Otherwise one call with the application's timeout.
+pub(crate) fn wait_sliced(
+    dev: &DeviceData,
+    timeout_ns: u64,
+    mut wait: impl FnMut(u64) -> vk::Result,
+) -> vk::Result {
+    let config = &dev.instance.config;
+    let (LossMode::AfterHang { ms, .. }, Some(_)) = (&config.loss, &config.scenario) else {
+        return wait(timeout_ns);
+    };
+    let ms = *ms;
+    // `None`: no end (UINT64_MAX ns, about 585 years, does not fit an `Instant`).
+    let until = Instant::now().checked_add(Duration::from_nanos(timeout_ns));
+    let mut asked = false;
+    loop {
+        let loss_at = {
+            let st = lock_state(dev);
+            if st.fault.lost {
+                return vk::Result::ERROR_DEVICE_LOST;
+            }
+            st.fault.loss_at(ms)
+        };
+        let now = Instant::now();
+        if asked && until.is_some_and(|u| now >= u) {
+            return vk::Result::TIMEOUT;
+        }
+        asked = true;
+        let slice_end = loss_at.unwrap_or(now + SLICE_BEFORE_HANG);
+        let end = until.map_or(slice_end, |u| u.min(slice_end));
+        let ns = u64::try_from(end.saturating_duration_since(now).as_nanos()).unwrap_or(u64::MAX);
+        let r = wait(ns);
+        if r != vk::Result::TIMEOUT {
+            return r;
+        }
+        // A driver that answers TIMEOUT before the time asked (a fence never submitted to it) must
+        // not turn this into a busy loop.
+        let left = end.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            std::thread::sleep(left.min(Duration::from_millis(1)));
+        }
+    }
+}
+
+/// `after-hang`: `vkQueueWaitIdle` on a queue holding hung work (`queue`), or `vkDeviceWaitIdle`
+/// (`None`) once any queue does, blocks until the loss and returns `VK_ERROR_DEVICE_LOST`, as on a
+/// driver whose watchdog resets the GPU. The driver is not called: `hang`'s work never reached it,
+/// and its wait on `hang-in-pass`'s never-set event could not be interrupted. `None`: not blocked
+/// by a hang (call the driver).
+pub(crate) fn idle_blocked_by_hang(dev: &DeviceData, queue: Option<u64>) -> Option<vk::Result> {
+    let LossMode::AfterHang { ms, .. } = dev.instance.config.loss else {
+        return None;
+    };
+    loop {
+        let loss_at = {
+            let st = lock_state(dev);
+            if st.fault.lost {
+                return Some(vk::Result::ERROR_DEVICE_LOST);
+            }
+            let hung = match queue {
+                Some(q) => st.fault.hung_queues.contains(&q),
+                None => !st.fault.hung_queues.is_empty(),
+            };
+            if !hung {
+                return None;
+            }
+            st.fault.loss_at(ms)
+        };
+        // Past what an `Instant` holds the loss never comes: block as a plain hang would.
+        let left = loss_at.map_or(Duration::from_secs(1), |at| {
+            at.saturating_duration_since(Instant::now())
+        });
+        std::thread::sleep(left);
+    }
+}
+
+/// Called at the start of every `vkQueueSubmit*` / `vkQueueBindSparse` on `queue` (raw handle).
+pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
+    let config = &dev.instance.config;
+    let mut st = lock_state(dev);
     if st.fault.lost {
         return SubmitAction::Lost;
     }
     if st.fault.hung {
+        st.fault.note_hang(queue);
         return SubmitAction::Swallow;
     }
     if let Some(swallowed) = st.fault.dead {
@@ -96,20 +301,25 @@ pub(crate) fn on_submit(dev: &DeviceData) -> SubmitAction {
                     before + 1
                 ),
                 address: None,
-                vendor_description: "gpu_crash_drill injected hang".into(),
-                vendor_data: before + 1,
+                vendor: vec![VendorEntry {
+                    description: "gpu_crash_drill injected hang (watchdog timeout)".into(),
+                    code: Scenario::Hang.vendor_code(),
+                    data: before + 1,
+                }],
                 abort_message: format!(
                     "crash drill: watchdog timeout, submission {} never completed",
                     before + 1
                 ),
+                device_lost: false,
             };
             log_line(&format!(
-                "injected hang: submission {} and all later ones never complete",
-                before + 1
+                "injected hang: submission {} and all later ones never complete{}",
+                before + 1,
+                loss_note(dev)
             ));
-            st.fault.khr_pending.push(record.khr_report());
-            st.fault.record = Some(record);
+            record_hang(dev, &mut st, record);
             st.fault.hung = true;
+            st.fault.note_hang(queue);
             return SubmitAction::Swallow;
         }
         Scenario::UseAfterFree(label) => st.tracker.freed_target(label.as_deref()),
@@ -177,9 +387,9 @@ pub(crate) fn pending_wait(dev: &DeviceData) -> Option<u64> {
     }
 }
 
-/// The driver accepted a submission containing `cb`, which holds the drill's wait.
-pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64) {
-    let mut st = dev.lock();
+/// The driver accepted a submission on `queue` containing `cb`, which holds the drill's wait.
+pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64, queue: u64) {
+    let mut st = lock_state(dev);
     if st.fault.wait != WaitInjection::Recorded(cb) {
         return;
     }
@@ -203,14 +413,19 @@ pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64) {
                     "crash drill: GPU hang (watchdog timeout) in pass \"{label}\" at submission {n}"
                 ),
                 address: None,
-                vendor_description: "gpu_crash_drill injected hang-in-pass".into(),
-                vendor_data: n,
+                vendor: vec![VendorEntry {
+                    description: "gpu_crash_drill injected hang-in-pass (watchdog timeout)".into(),
+                    code: scenario.vendor_code(),
+                    data: n,
+                }],
                 abort_message: format!("crash drill: watchdog timeout in pass \"{label}\""),
+                device_lost: false,
             };
-            st.fault.khr_pending.push(record.khr_report());
-            st.fault.record = Some(record);
+            let note = loss_note(dev);
+            record_hang(dev, &mut st, record);
+            st.fault.note_hang(queue);
             log_line(&format!(
-                "hang in pass \"{label}\" reached the GPU with submission {n}; it never completes"
+                "hang in pass \"{label}\" reached the GPU with submission {n}; it never completes{note}"
             ));
         }
         _ => {}
@@ -286,15 +501,19 @@ fn memory_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRe
             reported_address: address,
             precision,
         }),
-        vendor_description: format!("gpu_crash_drill injected {}", scenario.name()),
-        vendor_data: address,
+        vendor: vec![VendorEntry {
+            description: format!("gpu_crash_drill injected {}", scenario.name()),
+            code: scenario.vendor_code(),
+            data: address,
+        }],
         abort_message: format!("crash drill: shader abort in {label}"),
+        device_lost: true,
     }
 }
 
 /// True when the drill lost this device: every call that can return `VK_ERROR_DEVICE_LOST` does.
 pub(crate) fn is_lost(dev: &DeviceData) -> bool {
-    dev.lock().fault.is_lost()
+    lock_state(dev).fault.is_lost()
 }
 
 /// Size of the VersionOne header.
@@ -388,7 +607,7 @@ pub(crate) unsafe fn get_fault_info_ext(
     info: *mut vk::DeviceFaultInfoEXT<'_>,
 ) -> vk::Result {
     let record = {
-        let st = dev.lock();
+        let st = lock_state(dev);
         st.fault.record.clone().filter(|_| st.fault.lost)
     };
     let Some(record) = record else {
@@ -424,12 +643,13 @@ pub(crate) unsafe fn get_fault_info_ext(
         Vec::new()
     };
     let address_count = u32::from(record.address.is_some());
+    let vendor_count = record.vendor.len() as u32;
     // SAFETY: `counts` is valid per the spec; `info`, when non-null, is valid with arrays of at least
     // the counts the application wrote into `counts`.
     unsafe {
         if info.is_null() {
             (*counts).address_info_count = address_count;
-            (*counts).vendor_info_count = 1;
+            (*counts).vendor_info_count = vendor_count;
             (*counts).vendor_binary_size = binary.len() as u64;
             return vk::Result::SUCCESS;
         }
@@ -449,14 +669,16 @@ pub(crate) unsafe fn get_fault_info_ext(
         complete &= n_addr == address_count;
         (*counts).address_info_count = n_addr;
 
-        let n_vendor = (*counts).vendor_info_count.min(1);
-        if n_vendor > 0 && !(*info).p_vendor_infos.is_null() {
-            let v = &mut *(*info).p_vendor_infos;
-            copy_c_string(&mut v.description, &record.vendor_description);
-            v.vendor_fault_code = record.scenario.vendor_code();
-            v.vendor_fault_data = record.vendor_data;
+        let n_vendor = (*counts).vendor_info_count.min(vendor_count);
+        if !(*info).p_vendor_infos.is_null() {
+            for (i, entry) in record.vendor.iter().take(n_vendor as usize).enumerate() {
+                let v = &mut *(*info).p_vendor_infos.add(i);
+                copy_c_string(&mut v.description, &entry.description);
+                v.vendor_fault_code = entry.code;
+                v.vendor_fault_data = entry.data;
+            }
         }
-        complete &= n_vendor == 1;
+        complete &= n_vendor == vendor_count;
         (*counts).vendor_info_count = n_vendor;
 
         let capacity = if (*info).p_vendor_binary_data.is_null() {
@@ -492,7 +714,7 @@ pub(crate) unsafe fn get_fault_reports_khr(
     // Blocks until a report exists or the timeout passes (a hang or loss on another thread counts).
     let deadline = Instant::now().checked_add(Duration::from_nanos(timeout));
     loop {
-        let mut st = dev.lock();
+        let mut st = lock_state(dev);
         if !st.fault.khr_pending.is_empty() {
             // SAFETY: validity of `count` / `infos` per the caller.
             unsafe {
@@ -539,7 +761,7 @@ pub(crate) unsafe fn get_fault_debug_info_khr(
     if debug_info.is_null() {
         return vk::Result::ERROR_UNKNOWN;
     }
-    let record = dev.lock().fault.record.clone();
+    let record = lock_state(dev).fault.record.clone();
     let (binary, message) = match &record {
         Some(r) => (
             if dev.extensions.vendor_binary_enabled {
@@ -635,6 +857,56 @@ mod tests {
         let uaf = memory_fault(&Scenario::UseAfterFree(None), &t, 256);
         assert!(uaf.abort_message.ends_with("particles"));
         assert_eq!(uaf.address.unwrap().precision, 256);
+    }
+
+    #[test]
+    fn a_reset_after_a_hang_reports_watchdog_loss_and_the_labelled_object() {
+        let hang = FaultRecord {
+            scenario: Scenario::Hang,
+            description: "crash drill: GPU hang (watchdog timeout) at submission 4".into(),
+            address: None,
+            vendor: vec![VendorEntry {
+                description: "hang".into(),
+                code: 4,
+                data: 4,
+            }],
+            abort_message: "watchdog".into(),
+            device_lost: false,
+        };
+        use vulkan_fault_ffi::DeviceFaultFlagsKHR as F;
+        let held = hang.khr_report().flags;
+        assert!(held.contains(F::VENDOR | F::WATCHDOG_TIMEOUT));
+        assert!(!held.contains(F::DEVICE_LOST));
+
+        let plain = lost_after_hang(&hang, 300, None, 4096);
+        assert_eq!(
+            plain.khr_report().flags,
+            F::VENDOR | F::WATCHDOG_TIMEOUT | F::DEVICE_LOST
+        );
+        let codes: Vec<_> = plain.vendor.iter().map(|v| (v.code, v.data)).collect();
+        assert_eq!(codes, [(4, 4), (VENDOR_CODE_RESET, 300)]);
+        assert!(
+            plain.description.contains("reset 300 ms later"),
+            "{}",
+            plain.description
+        );
+
+        let t = target(0x1_0002_0000, 0x1000);
+        let blamed = lost_after_hang(&hang, 300, Some(&t), 256);
+        let report = blamed.khr_report();
+        assert_eq!(
+            report.flags,
+            F::VENDOR | F::WATCHDOG_TIMEOUT | F::DEVICE_LOST | F::MEMORY_ADDRESS
+        );
+        let a = report.fault_address_info;
+        assert_eq!(a.address_type, vk::DeviceFaultAddressTypeEXT::READ_INVALID);
+        assert!(a.reported_address >= t.range.base && a.reported_address < 0x1_0002_1000);
+        assert_eq!(a.address_precision, 256);
+        assert!(
+            blamed.description.contains("particles"),
+            "{}",
+            blamed.description
+        );
     }
 
     #[test]

@@ -90,10 +90,16 @@ pub(crate) unsafe extern "system" fn create_instance(
                     }
                     _ => format!("after {} submissions", config.after),
                 };
-                let loss = if config.loss == LossMode::AfterRebind {
-                    ", device lost after re-bind"
-                } else {
-                    ""
+                let loss = match &config.loss {
+                    LossMode::AtFault => String::new(),
+                    LossMode::AfterRebind => ", device lost after re-bind".into(),
+                    LossMode::AfterHang { ms, label } => format!(
+                        ", device lost {ms} ms after the hang{}",
+                        label
+                            .as_deref()
+                            .map(|l| format!(" with a fault inside \"{l}\""))
+                            .unwrap_or_default()
+                    ),
                 };
                 log_line(&format!(
                     "armed: {} via {:?} fault API, {after}, precision {} bytes{loss}",

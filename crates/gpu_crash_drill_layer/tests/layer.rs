@@ -151,6 +151,155 @@ fn hang_khr() {
     );
 }
 
+/// Runs a `GPU_CRASH_DRILL_LOSS=after-hang:...` case and returns the drill's lines; echoes the loss
+/// times the child measured (run with `--nocapture` to see them).
+fn hang_then_loss_case(case: &str, env: &[(&str, &str)]) -> Vec<String> {
+    let out = run_child(case, env);
+    // libtest's "test child_entry ... " may precede the first line printed.
+    for line in out
+        .stdout
+        .lines()
+        .filter_map(|l| l.find("MEASURED").map(|i| &l[i..]))
+    {
+        eprintln!("{case}: {line}");
+    }
+    let lines: Vec<String> = drill_lines(&out.stderr)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(
+        count("simulated watchdog reset 300 ms after the hang: device lost"),
+        1,
+        "{lines:?}"
+    );
+    lines
+}
+
+/// `hang` then, 300 ms later, the loss: waits blocked on the hung work (begun before or after the
+/// hang) end with `VK_ERROR_DEVICE_LOST` then; before it the fault query says what a plain hang
+/// says (nothing), after it the watchdog loss.
+#[test]
+fn hang_then_loss_after_300_ms_ext() {
+    let lines = hang_then_loss_case(
+        "hang-loss|ext|-",
+        &[
+            ("GPU_CRASH_DRILL", "hang"),
+            ("GPU_CRASH_DRILL_AFTER", "3"),
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300"),
+        ],
+    );
+    assert!(
+        lines.iter().any(|l| {
+            l.contains(
+            "armed: hang via Ext fault API, submission 4, precision 4096 bytes, device lost 300 ms \
+             after the hang"
+        )
+        }),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("injected hang: submission 4")
+                && l.contains("the device is lost 300 ms later")),
+        "{lines:?}"
+    );
+}
+
+/// The same with `khr`: the hang's `WATCHDOG_TIMEOUT` report is held back until the loss, which
+/// reports `VENDOR | WATCHDOG_TIMEOUT | DEVICE_LOST` (a blocked `vkGetDeviceFaultReportsKHR` gets it).
+#[test]
+fn hang_then_loss_after_300_ms_khr() {
+    hang_then_loss_case(
+        "hang-loss|khr|-",
+        &[
+            ("GPU_CRASH_DRILL", "hang"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+            ("GPU_CRASH_DRILL_AFTER", "3"),
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300"),
+        ],
+    );
+}
+
+/// `@watched`: the loss reports a read fault inside the live buffer named `watched`.
+#[test]
+fn hang_then_loss_with_label_ext() {
+    let lines = hang_then_loss_case(
+        "hang-loss|ext|watched",
+        &[
+            ("GPU_CRASH_DRILL", "hang"),
+            ("GPU_CRASH_DRILL_AFTER", "3"),
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300@watched"),
+        ],
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains("device lost; fault address 0x") && l.contains("buffer \"watched\"")
+        ),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn hang_then_loss_with_label_khr() {
+    hang_then_loss_case(
+        "hang-loss|khr|watched",
+        &[
+            ("GPU_CRASH_DRILL", "hang"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+            ("GPU_CRASH_DRILL_AFTER", "3"),
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300@watched"),
+        ],
+    );
+}
+
+/// `hang-in-pass` then the loss: the work did reach the driver, whose queue wait would never end;
+/// `vkQueueWaitIdle` ends with `VK_ERROR_DEVICE_LOST` at the reset instead.
+#[test]
+fn hang_in_pass_then_loss_with_label_khr() {
+    let lines = hang_then_loss_case(
+        "hang-in-pass-loss",
+        &[
+            ("GPU_CRASH_DRILL", "hang-in-pass:drill pass"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300@watched"),
+        ],
+    );
+    assert!(
+        lines.iter().any(|l| l
+            .contains("hang in pass \"drill pass\" reached the GPU with submission 3")
+            && l.contains("the device is lost 300 ms later")),
+        "{lines:?}"
+    );
+}
+
+/// `after-hang` with another scenario: one line, and the scenario behaves as without it.
+#[test]
+fn after_hang_with_a_memory_fault_logs_one_line_and_is_ignored() {
+    let out = run_child(
+        "fault|ext|out-of-bounds|4096|nobinary",
+        &[
+            ("GPU_CRASH_DRILL", "out-of-bounds"),
+            ("GPU_CRASH_DRILL_AFTER", "4"),
+            ("GPU_CRASH_DRILL_LOSS", "after-hang:300"),
+        ],
+    );
+    let lines = drill_lines(&out.stderr);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains(
+                "GPU_CRASH_DRILL_LOSS=after-hang:300 only applies to hang and hang-in-pass, not \
+                 out-of-bounds; ignored"
+            ))
+            .count(),
+        1,
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn stall_delays_the_gpu_then_completes() {
     let out = run_child(
@@ -321,7 +470,10 @@ fn child_entry() {
     // apply where the driver has the EXT extensions itself (NVIDIA lacks vendor binaries).
     let layer_specific = matches!(
         parts.as_slice(),
-        ["extensions", _] | ["bindings"] | ["fault", "ext", _, _, "binary"]
+        ["extensions", _]
+            | ["bindings"]
+            | ["fault", "ext", _, _, "binary"]
+            | ["hang-loss", "ext", _]
     );
     if layer_specific && driver_has_native_ext() {
         println!("case not applicable on this driver");
@@ -342,6 +494,16 @@ fn child_entry() {
             );
         }
         ["hang", api] => case_hang(if *api == "khr" { Api::Khr } else { Api::Ext }),
+        ["hang-loss", api, label] => case_hang_then_loss(
+            if *api == "khr" { Api::Khr } else { Api::Ext },
+            Some(*label).filter(|l| *l != "-"),
+        ),
+        ["hang-in-pass-loss"] => {
+            case_hang_in_pass_then_loss();
+            // The GPU stays hung (lavapipe's queue thread spins forever): leave at once.
+            println!("DRILL-CASE-OK {case}");
+            exit_now(0);
+        }
         ["passthrough"] => case_passthrough(),
         ["marker"] => case_marker(),
         ["stall"] => case_stall(),
@@ -1396,6 +1558,342 @@ fn case_hang(api: Api) {
             );
         }
     }
+}
+
+/// `ms` milliseconds as the `after-hang` cases give them.
+const LOSS_AFTER: std::time::Duration = std::time::Duration::from_millis(300);
+/// Generous bound on when a wait blocked on hung work must have ended (the loss is due at 300 ms).
+const LOSS_BY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Asserts that a wait blocked on hung work ended with the loss, between 300 ms and 3 s after the
+/// hang (`took`: from just before the hanging submission), and prints the time for the parent.
+fn check_loss_time(what: &str, r: Result<(), vk::Result>, took: std::time::Duration) {
+    assert_eq!(r, Err(vk::Result::ERROR_DEVICE_LOST), "{what}");
+    assert!(
+        took >= LOSS_AFTER && took < LOSS_BY,
+        "{what} ended {took:?} after the hang"
+    );
+    println!(
+        "MEASURED {what}: VK_ERROR_DEVICE_LOST {:.1} ms after the hang (loss due at 300 ms)",
+        took.as_secs_f64() * 1000.0
+    );
+}
+
+/// `vkGetDeviceFaultReportsKHR` with `timeout_ns`: the result and the reports returned (at most 2).
+fn khr_reports(gpu: &Gpu, timeout_ns: u64) -> (vk::Result, Vec<DeviceFaultInfoKHR>) {
+    // SAFETY: valid device.
+    let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, gpu.device.handle()) };
+    let reports = fns.get_device_fault_reports.unwrap();
+    let mut infos = [DeviceFaultInfoKHR::default(); 2];
+    let mut n = 2;
+    // SAFETY: `infos` holds 2 elements.
+    let r = unsafe { reports(gpu.device.handle(), timeout_ns, &mut n, infos.as_mut_ptr()) };
+    (r, infos[..n as usize].to_vec())
+}
+
+/// `vkGetDeviceFaultDebugInfoKHR`: the vendor binary and the shader abort message.
+fn khr_debug_info(gpu: &Gpu) -> (Vec<u8>, String) {
+    // SAFETY: valid device.
+    let fns = unsafe { KhrDeviceFaultFns::load(&gpu.instance, gpu.device.handle()) };
+    let debug = fns.get_device_fault_debug_info.unwrap();
+    let dev = gpu.device.handle();
+    let mut msg = DeviceFaultShaderAbortMessageInfoKHR::default();
+    let mut info = DeviceFaultDebugInfoKHR {
+        p_next: (&mut msg as *mut DeviceFaultShaderAbortMessageInfoKHR).cast(),
+        ..Default::default()
+    };
+    // SAFETY: size queries (null buffers).
+    assert_eq!(unsafe { debug(dev, &mut info) }, vk::Result::SUCCESS);
+    let mut bin = vec![0u8; info.vendor_binary_size as usize];
+    let mut text = vec![0u8; msg.message_data_size as usize];
+    let mut msg = DeviceFaultShaderAbortMessageInfoKHR {
+        message_data_size: text.len() as u64,
+        p_message_data: text.as_mut_ptr().cast(),
+        ..Default::default()
+    };
+    let mut info = DeviceFaultDebugInfoKHR {
+        p_next: (&mut msg as *mut DeviceFaultShaderAbortMessageInfoKHR).cast(),
+        vendor_binary_size: bin.len() as u32,
+        p_vendor_binary_data: bin.as_mut_ptr().cast(),
+        ..Default::default()
+    };
+    // SAFETY: buffers hold the sizes stated.
+    assert_eq!(unsafe { debug(dev, &mut info) }, vk::Result::SUCCESS);
+    let text = CStr::from_bytes_until_nul(&text)
+        .map(|t| t.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (bin, text)
+}
+
+/// Checks the KHR report of a hang the watchdog turned into a loss (`vendor_code`: the scenario's);
+/// with `watched`, the read fault inside it.
+fn check_khr_loss_report(r: &DeviceFaultInfoKHR, vendor_code: u64, watched: Option<(u64, u64)>) {
+    let lost = DeviceFaultFlagsKHR::VENDOR
+        | DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT
+        | DeviceFaultFlagsKHR::DEVICE_LOST;
+    assert!(r.flags.contains(lost), "{:?}", r.flags);
+    assert_eq!(
+        r.flags.contains(DeviceFaultFlagsKHR::MEMORY_ADDRESS),
+        watched.is_some(),
+        "{:?}",
+        r.flags
+    );
+    assert_eq!(r.vendor_info.vendor_fault_code, vendor_code);
+    // SAFETY: NUL-terminated by the layer.
+    let desc = unsafe { CStr::from_ptr(r.description.as_ptr()) }.to_string_lossy();
+    assert!(
+        desc.contains("watchdog timeout") && desc.contains("reset 300 ms later"),
+        "{desc}"
+    );
+    if let Some(range) = watched {
+        assert!(desc.contains("watched"), "{desc}");
+        let a = r.fault_address_info;
+        check_address(
+            "in-bounds",
+            a.address_type,
+            a.reported_address,
+            a.address_precision,
+            4096,
+            range,
+        );
+    }
+}
+
+/// `hang` with `GPU_CRASH_DRILL_LOSS=after-hang:300[@watched]` (AFTER=3): submission 4 hangs, the
+/// device is lost 300 ms later.
+fn case_hang_then_loss(api: Api, label: Option<&str>) {
+    use std::time::{Duration, Instant};
+    watchdog(30);
+    let gpu = Gpu::new(api, true);
+    let probes = probes(&gpu);
+    let (watched, _watched_mem) = gpu.buffer(10_000, Some("watched"));
+    // Bound after `watched`: without the label match, the most recent buffer would be picked.
+    let (_other, _other_mem) = gpu.buffer(3000, Some("other"));
+    let watched_range = gpu.reported_range(watched.as_raw());
+    gpu.submit_ok(3);
+    let d = &gpu.device;
+    let values = [1u64];
+    let sems = [probes.timeline];
+    let wait = vk::SemaphoreWaitInfo::default()
+        .semaphores(&sems)
+        .values(&values);
+    let mut timeline = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+    let hung = vk::SubmitInfo::default()
+        .signal_semaphores(&sems)
+        .push_next(&mut timeline);
+    let later = gpu.fence();
+    std::thread::scope(|scope| {
+        // Blocked before the hang, on a value only the hung submission would signal.
+        let early = scope.spawn(|| {
+            // SAFETY: valid semaphore of this device; waiting before the signal is submitted is
+            // allowed for timeline semaphores.
+            let r = unsafe { d.wait_semaphores(&wait, u64::MAX) };
+            (r, Instant::now())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let start = Instant::now();
+        // SAFETY: valid objects of this device.
+        unsafe {
+            assert_eq!(
+                d.queue_submit(gpu.queue, &[hung], probes.fence),
+                Ok(()),
+                "the hung submission is accepted"
+            );
+        }
+        assert_eq!(
+            gpu.submit(later),
+            vk::Result::SUCCESS,
+            "a submission after the hang"
+        );
+        // Before the reset: a plain hang, the device is not lost.
+        // SAFETY: valid objects of this device.
+        unsafe {
+            assert_eq!(d.get_fence_status(probes.fence), Ok(false), "NOT_READY");
+            assert_eq!(d.get_semaphore_counter_value(probes.timeline), Ok(0));
+            assert!(d
+                .map_memory(probes.memory, 0, 64, vk::MemoryMapFlags::empty())
+                .is_ok());
+            d.unmap_memory(probes.memory);
+        }
+        match api {
+            Api::Khr => {
+                let (r, got) = khr_reports(&gpu, 0);
+                assert_eq!((r, got.len()), (vk::Result::TIMEOUT, 0), "held back");
+                let (bin, text) = khr_debug_info(&gpu);
+                assert!(bin.is_empty() && text.is_empty(), "{text}");
+            }
+            _ => {
+                let c = ext_counts(&gpu);
+                assert_eq!(
+                    (
+                        c.address_info_count,
+                        c.vendor_info_count,
+                        c.vendor_binary_size
+                    ),
+                    (0, 0, 0),
+                    "not lost yet: no fault info"
+                );
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(250),
+            "the checks before the reset ran late: {:?}",
+            start.elapsed()
+        );
+        // Blocked after the hang: the queue (the hung work is on it) and, with KHR, the report.
+        let idle = scope.spawn(|| {
+            // SAFETY: the main thread does not use the queue until this thread is joined.
+            let r = unsafe { d.queue_wait_idle(gpu.queue) };
+            (r, Instant::now())
+        });
+        let report = (api == Api::Khr).then(|| {
+            scope.spawn(|| {
+                let got = khr_reports(&gpu, 5_000_000_000);
+                (got, Instant::now())
+            })
+        });
+        // SAFETY: a fence of this device.
+        let r = unsafe { d.wait_for_fences(&[later], true, 5_000_000_000) };
+        check_loss_time(
+            "vkWaitForFences on a submission after the hang",
+            r,
+            start.elapsed(),
+        );
+        let (r, at) = early.join().unwrap();
+        check_loss_time("vkWaitSemaphores begun before the hang", r, at - start);
+        let (r, at) = idle.join().unwrap();
+        check_loss_time("vkQueueWaitIdle", r, at - start);
+        if let Some(report) = report {
+            let ((r, got), at) = report.join().unwrap();
+            assert_eq!((r, got.len()), (vk::Result::SUCCESS, 1));
+            let took = at - start;
+            assert!(took >= LOSS_AFTER && took < LOSS_BY, "{took:?}");
+            println!(
+                "MEASURED vkGetDeviceFaultReportsKHR: the loss report {:.1} ms after the hang",
+                took.as_secs_f64() * 1000.0
+            );
+            check_khr_loss_report(&got[0], 4, label.map(|_| watched_range));
+        }
+    });
+    check_everything_lost(&gpu, &probes);
+    match api {
+        Api::Khr => {
+            let (r, got) = khr_reports(&gpu, 0);
+            assert_eq!((r, got.len()), (vk::Result::TIMEOUT, 0), "drained");
+            let (bin, text) = khr_debug_info(&gpu);
+            check_vendor_binary(&gpu, &bin);
+            assert_eq!(
+                text,
+                "crash drill: watchdog timeout, submission 4 never completed"
+            );
+        }
+        _ => {
+            let c = ext_counts(&gpu);
+            let n_addr = u32::from(label.is_some());
+            assert_eq!((c.address_info_count, c.vendor_info_count), (n_addr, 2));
+            let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+                .fp()
+                .get_device_fault_info_ext;
+            let mut addrs = [vk::DeviceFaultAddressInfoEXT::default(); 1];
+            let mut vendors = [vk::DeviceFaultVendorInfoEXT::default(); 2];
+            let mut bin = vec![0u8; c.vendor_binary_size as usize];
+            let mut counts = vk::DeviceFaultCountsEXT {
+                address_info_count: 1,
+                vendor_info_count: 2,
+                vendor_binary_size: bin.len() as u64,
+                ..Default::default()
+            };
+            let mut info = vk::DeviceFaultInfoEXT {
+                p_address_infos: addrs.as_mut_ptr(),
+                p_vendor_infos: vendors.as_mut_ptr(),
+                p_vendor_binary_data: bin.as_mut_ptr().cast(),
+                ..Default::default()
+            };
+            // SAFETY: arrays hold the counts passed.
+            let r = unsafe { f(d.handle(), &mut counts, &mut info) };
+            assert_eq!(r, vk::Result::SUCCESS);
+            assert_eq!(
+                (counts.address_info_count, counts.vendor_info_count),
+                (n_addr, 2)
+            );
+            let desc = info.description_as_c_str().unwrap().to_string_lossy();
+            assert!(
+                desc.contains("watchdog timeout") && desc.contains("reset 300 ms later"),
+                "{desc}"
+            );
+            let codes: Vec<_> = vendors.iter().map(|v| v.vendor_fault_code).collect();
+            assert_eq!(
+                codes,
+                [4, 7],
+                "watchdog timeout, then device lost after reset"
+            );
+            for (v, words) in vendors
+                .iter()
+                .zip(["watchdog timeout", "device lost after GPU reset"])
+            {
+                let text = v.description_as_c_str().unwrap().to_string_lossy();
+                assert!(text.contains(words), "{text}");
+            }
+            assert_eq!(vendors[1].vendor_fault_data, 300, "the reset delay");
+            check_vendor_binary(&gpu, &bin);
+            if label.is_some() {
+                assert!(desc.contains("watched"), "{desc}");
+                let a = addrs[0];
+                check_address(
+                    "in-bounds",
+                    a.address_type,
+                    a.reported_address,
+                    a.address_precision,
+                    4096,
+                    watched_range,
+                );
+            }
+        }
+    }
+}
+
+/// `hang-in-pass:drill pass` with `after-hang:300@watched` (AFTER=2, KHR): the hung work is in the
+/// driver, and the queue's idle wait ends with the loss.
+fn case_hang_in_pass_then_loss() {
+    use std::time::{Duration, Instant};
+    watchdog(30);
+    let gpu = Gpu::new(Api::Khr, true);
+    let (watched, _mem) = gpu.buffer(10_000, Some("watched"));
+    let (_other, _other_mem) = gpu.buffer(3000, Some("other"));
+    let watched_range = gpu.reported_range(watched.as_raw());
+    gpu.submit_ok(2);
+    let hung = gpu.begin();
+    gpu.label_begin(hung, "drill pass");
+    gpu.label_end(hung);
+    gpu.end(hung);
+    let fence = gpu.fence();
+    let start = Instant::now();
+    assert_eq!(gpu.submit_cb(hung, fence), vk::Result::SUCCESS);
+    let d = &gpu.device;
+    // Before the reset: hung, not lost, and the watchdog report is held back.
+    assert_eq!(gpu.wait(fence, 100_000_000), vk::Result::TIMEOUT);
+    let (r, got) = khr_reports(&gpu, 0);
+    assert_eq!((r, got.len()), (vk::Result::TIMEOUT, 0), "held back");
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "the checks before the reset ran late: {:?}",
+        start.elapsed()
+    );
+    // SAFETY: valid queue; nothing else uses it.
+    let r = unsafe { d.queue_wait_idle(gpu.queue) };
+    check_loss_time("vkQueueWaitIdle on the hung queue", r, start.elapsed());
+    // SAFETY: valid device.
+    assert_eq!(
+        unsafe { d.device_wait_idle() },
+        Err(vk::Result::ERROR_DEVICE_LOST)
+    );
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::ERROR_DEVICE_LOST);
+    let (r, got) = khr_reports(&gpu, 0);
+    assert_eq!((r, got.len()), (vk::Result::SUCCESS, 1));
+    check_khr_loss_report(&got[0], 5, Some(watched_range));
+    let (bin, text) = khr_debug_info(&gpu);
+    check_vendor_binary(&gpu, &bin);
+    assert_eq!(text, "crash drill: watchdog timeout in pass \"drill pass\"");
 }
 
 fn case_passthrough() {

@@ -2,6 +2,7 @@
 //! ([`FaultState`]); the decisions on it and the fault queries are in `fault.rs`.
 
 use std::ffi::c_char;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 use vulkan_fault_ffi::{DeviceFaultFlagsKHR, DeviceFaultInfoKHR};
@@ -16,15 +17,29 @@ pub(crate) struct FaultAddress {
     pub precision: u64,
 }
 
+/// One `VkDeviceFaultVendorInfoEXT` (the KHR report carries the first).
+#[derive(Clone, Debug)]
+pub(crate) struct VendorEntry {
+    pub description: String,
+    pub code: u64,
+    pub data: u64,
+}
+
+/// `vendorFaultCode` of the entry a loss after a simulated GPU reset adds (the scenarios use 1-6,
+/// see `Scenario::vendor_code`).
+pub(crate) const VENDOR_CODE_RESET: u64 = 7;
+
 /// What the drill injected.
 #[derive(Clone, Debug)]
 pub(crate) struct FaultRecord {
     pub scenario: Scenario,
     pub description: String,
     pub address: Option<FaultAddress>,
-    pub vendor_description: String,
-    pub vendor_data: u64,
+    /// At least one entry.
+    pub vendor: Vec<VendorEntry>,
     pub abort_message: String,
+    /// The fault lost the device (a hang alone does not; a hang the watchdog reset did).
+    pub device_lost: bool,
 }
 
 impl FaultRecord {
@@ -36,7 +51,8 @@ impl FaultRecord {
         info.flags = DeviceFaultFlagsKHR::VENDOR;
         if matches!(self.scenario, Scenario::Hang | Scenario::HangInPass(_)) {
             info.flags |= DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT;
-        } else {
+        }
+        if self.device_lost {
             info.flags |= DeviceFaultFlagsKHR::DEVICE_LOST;
         }
         copy_c_string(&mut info.description, &self.description);
@@ -46,9 +62,11 @@ impl FaultRecord {
             info.fault_address_info.reported_address = a.reported_address;
             info.fault_address_info.address_precision = a.precision;
         }
-        copy_c_string(&mut info.vendor_info.description, &self.vendor_description);
-        info.vendor_info.vendor_fault_code = self.scenario.vendor_code();
-        info.vendor_info.vendor_fault_data = self.vendor_data;
+        if let Some(v) = self.vendor.first() {
+            copy_c_string(&mut info.vendor_info.description, &v.description);
+            info.vendor_info.vendor_fault_code = v.code;
+            info.vendor_info.vendor_fault_data = v.data;
+        }
         info
     }
 }
@@ -79,6 +97,13 @@ pub(crate) struct FaultState {
     pub(crate) hang_labels_seen: u32,
     /// `after-rebind`: the GPU is "dead" (submissions swallowed) and this many were swallowed so far.
     pub(crate) dead: Option<u64>,
+    /// When a hang (`hang`, `hang-in-pass`) began: `after-hang` loses the device its delay later.
+    pub(crate) hang_at: Option<Instant>,
+    /// Queues holding hung work (raw handles): with `after-hang`, their idle waits end in the loss.
+    pub(crate) hung_queues: Vec<u64>,
+    /// `after-hang`: the hang's record, held back until the simulated reset (a real driver reports
+    /// fault info only once it has reset the GPU).
+    pub(crate) held: Option<FaultRecord>,
 }
 
 /// `after-rebind`: submissions swallowed without a re-bind before the device is lost anyway.
@@ -87,6 +112,19 @@ pub(crate) const REBIND_LIMIT: u64 = 600;
 impl FaultState {
     pub(crate) fn is_lost(&self) -> bool {
         self.lost
+    }
+
+    /// Notes that the hang began now (once) and that `queue` holds hung work.
+    pub(crate) fn note_hang(&mut self, queue: u64) {
+        self.hang_at.get_or_insert_with(Instant::now);
+        if !self.hung_queues.contains(&queue) {
+            self.hung_queues.push(queue);
+        }
+    }
+
+    /// When `after-hang:<ms>` loses the device: `None` before a hang (or past what an `Instant` holds).
+    pub(crate) fn loss_at(&self, ms: u64) -> Option<Instant> {
+        self.hang_at?.checked_add(Duration::from_millis(ms))
     }
 }
 
