@@ -16,7 +16,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bevy::log::{error, info, warn};
@@ -27,6 +26,7 @@ use super::bounded::with_timeout;
 use super::exit::{exit_now, OnHang};
 use super::hang_then_loss::PendingHang;
 use super::session::{DeviceSession, DeviceSessions};
+use super::uploads::RunningUploads;
 use crate::data_dir::REPORT_DIR_ENV;
 use crate::deliver::event::fingerprint;
 use crate::deliver::{HeldEnvelope, Outbox};
@@ -45,6 +45,8 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 const HANG_FAULT_WAIT: Duration = Duration::from_millis(100);
 /// How often the watchdog looks for the loss after a hang report.
 const LOSS_POLL: Duration = Duration::from_millis(20);
+/// Time beyond `upload_timeout` an exit waits for an upload: building and stamping its envelope.
+const UPLOAD_WAIT_MARGIN: Duration = Duration::from_secs(1);
 
 /// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`]: a game that
 /// survives its crashes (renderer recovery) and crashes again and again must not flood the project.
@@ -126,7 +128,7 @@ pub(crate) struct CrashHandling {
     pub outbox: Outbox,
     log: Arc<Mutex<CrashLog>>,
     /// Uploads running on their own threads; the app's exit waits for them (bounded).
-    uploads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    uploads: RunningUploads,
 }
 
 impl CrashHandling {
@@ -155,7 +157,7 @@ impl CrashHandling {
             reports,
             outbox,
             log: Arc::default(),
-            uploads: Arc::default(),
+            uploads: RunningUploads::default(),
         }
     }
 
@@ -243,16 +245,17 @@ impl CrashHandling {
         while Instant::now() < waited_until && !session.is_lost() {
             std::thread::sleep(LOSS_POLL);
         }
-        match session.take_pending_hang() {
-            Some(pending) => self.finish_hang(session, stall, pending),
-            None => {
-                // The loss handler took it: its report replaces ours. Wait for it to be queued
-                // (bounded by its own queries), so an exit below does not cut it off.
-                let done_by = Instant::now() + QUERY_TIMEOUT * 3;
-                while !session.loss_report_done() && Instant::now() < done_by {
-                    std::thread::sleep(LOSS_POLL);
-                }
+        if session.is_lost() {
+            // The loss handler takes the hang report and replaces it. Wait for its report to be
+            // queued (bounded by its own queries), so an exit below does not cut it off.
+            let done_by = Instant::now() + QUERY_TIMEOUT * 3;
+            while !session.loss_report_done() && Instant::now() < done_by {
+                std::thread::sleep(LOSS_POLL);
             }
+        }
+        // Still here: no loss came in time (or its handler is stuck): the hang report stands.
+        if let Some(pending) = session.take_pending_hang() {
+            self.finish_hang(session, stall, pending);
         }
         if let OnHang::Exit(code) = self.on_hang {
             self.wait_for_uploads();
@@ -463,12 +466,16 @@ impl CrashHandling {
         );
     }
 
-    /// Waits for this run's background uploads; each ends by itself within the upload timeout.
+    /// Waits for this run's background uploads (from any thread; every waiter sees them end). Each
+    /// ends by itself within the upload timeout; the margin covers building its envelope.
     pub(crate) fn wait_for_uploads(&self) {
-        let running: Vec<JoinHandle<()>> =
-            std::mem::take(&mut *self.uploads.lock().unwrap_or_else(|p| p.into_inner()));
-        for upload in running {
-            let _ = upload.join();
+        let limit = self.outbox.settings().upload_timeout + UPLOAD_WAIT_MARGIN;
+        if !self.uploads.wait(limit) {
+            warn!(
+                "GPU crash reporter: an upload still runs after {} ms; what it did not send stays \
+                 in the outbox for the next launch",
+                limit.as_millis()
+            );
         }
     }
 
@@ -516,19 +523,11 @@ impl CrashHandling {
         match on {
             UploadOn::ThisThread => work(),
             UploadOn::Background => {
-                match std::thread::Builder::new()
-                    .name("gpu-crash-upload".to_owned())
-                    .spawn(work)
-                {
-                    Ok(handle) => self
-                        .uploads
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(handle),
-                    Err(err) => error!(
-                        "GPU crash reporter: cannot start the upload thread ({err}); the report waits in the \
-                         outbox for the next launch"
-                    ),
+                if let Err(err) = self.uploads.spawn(work) {
+                    error!(
+                        "GPU crash reporter: cannot start the upload thread ({err}); the report waits \
+                         in the outbox for the next launch"
+                    );
                 }
             }
         }

@@ -8,6 +8,7 @@ mod handler;
 mod hang_then_loss;
 pub(crate) mod render_errors;
 mod session;
+mod uploads;
 mod watchdog;
 
 pub use exit::OnHang;
