@@ -70,7 +70,12 @@ fn reset_after_hang(st: &mut DeviceState, ms: u64, label: Option<&str>, precisio
     let Some(hang) = st.fault.held.take() else {
         return;
     };
-    let target = label.and_then(|l| st.tracker.live_target(Some(l), false));
+    // The object live when the GPU hung; one named so only later is found now.
+    let target = st
+        .fault
+        .target_at_hang
+        .take()
+        .or_else(|| label.and_then(|l| st.tracker.live_target(Some(l), false)));
     let record = lost_after_hang(&hang, ms, target.as_ref(), precision);
     let blamed = match (&target, label) {
         (Some(t), _) => format!(
@@ -133,7 +138,10 @@ fn lost_after_hang(
 
 /// Where a hang's record goes: reported at once, or with `after-hang` held back until the reset.
 fn record_hang(dev: &DeviceData, st: &mut DeviceState, record: FaultRecord) {
-    if matches!(dev.instance.config.loss, LossMode::AfterHang { .. }) {
+    if let LossMode::AfterHang { label, .. } = &dev.instance.config.loss {
+        st.fault.target_at_hang = label
+            .as_deref()
+            .and_then(|l| st.tracker.live_target(Some(l), false));
         st.fault.held = Some(record);
     } else {
         st.fault.khr_pending.push(record.khr_report());

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use ash::vk;
 use vulkan_fault_ffi::{DeviceFaultFlagsKHR, DeviceFaultInfoKHR};
 
+use super::bindings::Target;
 use crate::config::Scenario;
 
 /// The address part of a fault.
@@ -104,6 +105,9 @@ pub(crate) struct FaultState {
     /// `after-hang`: the hang's record, held back until the simulated reset (a real driver reports
     /// fault info only once it has reset the GPU).
     pub(crate) held: Option<FaultRecord>,
+    /// `after-hang:<ms>@<label>`: the object named `<label>` live when the GPU hung, the one its
+    /// loss blames (the game may destroy it while the GPU is hung, as a level unload does).
+    pub(crate) target_at_hang: Option<Target>,
 }
 
 /// `after-rebind`: submissions swallowed without a re-bind before the device is lost anyway.
