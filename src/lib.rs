@@ -151,6 +151,12 @@ impl GpuCrashReporter {
         self.setup_error.as_deref()
     }
 
+    /// Holds unbinds back in the index while a fault may have happened and its report is not built
+    /// (see `AddressIndex::set_holding`).
+    pub(crate) fn hold_unbinds(&self, on: bool) {
+        self.indexer.hold_unbinds(on);
+    }
+
     /// Ring position so far: binding events from here on are later than now.
     pub(crate) fn ring_position(&self) -> u64 {
         self.indexer.ring().claimed()

@@ -170,6 +170,8 @@ impl CrashHandling {
             return; // this device's loss is already reported
         }
         let started = Instant::now();
+        // What is torn down from now on (wgpu destroys everything after a loss) stays in the index.
+        self.reporter.hold_unbinds(true);
         let raw = query_fault_bounded(&session, Duration::ZERO, true);
         let wgpu_note = (raw.description.is_none() && !wgpu_description.is_empty())
             .then(|| format!("wgpu: {wgpu_description}"));

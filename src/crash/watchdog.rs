@@ -18,11 +18,15 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Starts watching whichever device is current, every `tick`. `on_stall` runs on the watchdog
     /// thread, once per stall; the watchdog keeps running after it (a later stall is judged afresh).
+    /// `on_suspect(true)` runs when pending work has made no progress for [`suspect_after`] of
+    /// `hang_timeout` (a fault may have happened: the index holds what it would forget), `false`
+    /// when the GPU progresses again or a new device comes; a lost device stays suspect.
     pub(crate) fn spawn(
         tick: Duration,
         hang_timeout: Duration,
         sessions: DeviceSessions,
         mut on_stall: impl FnMut(&Arc<DeviceSession>, Stall) + Send + 'static,
+        mut on_suspect: impl FnMut(bool) + Send + 'static,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -31,6 +35,8 @@ impl Watchdog {
                 .name("gpu-crash-watchdog".into())
                 .spawn(move || {
                     let mut watched: Option<(u32, HangRule)> = None;
+                    // The device generation the index holds unbinds for, if any.
+                    let mut suspected: Option<u32> = None;
                     let mut last_tick = Instant::now();
                     // Acquire: pairs with the Release in Drop.
                     while !stop.load(Ordering::Acquire) {
@@ -45,6 +51,10 @@ impl Watchdog {
                         let Some(timeline) = &session.timeline else {
                             continue;
                         };
+                        if suspected.is_some_and(|g| g != session.generation) {
+                            suspected = None;
+                            on_suspect(false);
+                        }
                         if session.is_lost() {
                             continue; // the loss report covers it; a new device gets a new rule
                         }
@@ -60,7 +70,15 @@ impl Watchdog {
                             rule.resume(now);
                         }
                         let (completed, pending) = timeline.pending(now);
-                        if let Some(stall) = rule.observe(now, completed, pending) {
+                        let stall = rule.observe(now, completed, pending);
+                        let suspect = rule
+                            .stalled_for(now, pending)
+                            .is_some_and(|d| d >= suspect_after(hang_timeout));
+                        if suspect != suspected.is_some() {
+                            suspected = suspect.then_some(session.generation);
+                            on_suspect(suspect);
+                        }
+                        if let Some(stall) = stall {
                             if !stop.load(Ordering::Acquire) {
                                 on_stall(&session, stall);
                             }
@@ -73,6 +91,13 @@ impl Watchdog {
             thread: Some(thread),
         })
     }
+}
+
+/// Pending work without progress this long may be a fault: a quarter of `hang_timeout` (1.25 s at
+/// the default), past any healthy frame, early enough that a game's teardown while the GPU is hung
+/// (a level unloaded, wgpu destroying everything after the loss) finds the index holding.
+pub(crate) fn suspect_after(hang_timeout: Duration) -> Duration {
+    hang_timeout / 4
 }
 
 /// A tick this much later than its period means the process was stopped (a debugger, SIGSTOP, a

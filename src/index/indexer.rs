@@ -25,6 +25,9 @@ pub struct IndexerHandle {
     ring: Arc<BindingRing>,
     index: SharedIndex,
     consumer: Arc<Mutex<Consumer>>,
+    /// Whether the index holds unbinds back (see [`AddressIndex::set_holding`]); applied by the
+    /// next drain.
+    hold_unbinds: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -34,9 +37,12 @@ impl IndexerHandle {
     pub fn spawn(ring_capacity: usize, settings: IndexSettings) -> std::io::Result<Self> {
         let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
         let index: SharedIndex = Arc::new(Mutex::new(AddressIndex::new(settings)));
+        let hold_unbinds = Arc::new(AtomicBool::new(false));
         let consumer = Arc::new(Mutex::new(Consumer {
             ring: consumer,
             device: DeviceFilter::default(),
+            hold_unbinds: hold_unbinds.clone(),
+            holding: false,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -57,6 +63,7 @@ impl IndexerHandle {
             ring,
             index,
             consumer,
+            hold_unbinds,
             stop,
             thread: Some(thread),
         })
@@ -75,6 +82,17 @@ impl IndexerHandle {
     /// Starts a new frame: later records carry `frame`, and the thread folds what arrived so far.
     pub fn frame_tick(&self, frame: u64) {
         self.ring.set_frame(frame);
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
+    }
+
+    /// Asks the index to hold unbinds back (a fault may have happened, its report is not built yet)
+    /// or to stop; the next drain applies it. Called by the watchdog and the loss handler, never
+    /// blocks.
+    pub fn hold_unbinds(&self, on: bool) {
+        // Release: the drain that Acquire-loads it folds under the new setting.
+        self.hold_unbinds.store(on, Ordering::Release);
         if let Some(thread) = &self.thread {
             thread.thread().unpark();
         }
@@ -109,6 +127,9 @@ pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
 struct Consumer {
     ring: RingConsumer,
     device: DeviceFilter,
+    hold_unbinds: Arc<AtomicBool>,
+    /// The setting the index has now.
+    holding: bool,
 }
 
 /// Keeps the index to one render device: the first event of a newer device generation (a renderer
@@ -152,7 +173,18 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
     let mut consumer = consumer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let Consumer { ring, device } = &mut *consumer;
+    let Consumer {
+        ring,
+        device,
+        hold_unbinds,
+        holding,
+    } = &mut *consumer;
+    // Acquire: pairs with the Release in `IndexerHandle::hold_unbinds`.
+    let wanted = hold_unbinds.load(Ordering::Acquire);
+    if wanted != *holding {
+        lock(index).set_holding(wanted);
+        *holding = wanted;
+    }
     let mut batch = Vec::with_capacity(BATCH);
     loop {
         batch.clear();

@@ -16,6 +16,18 @@
 //! - names: interned once in a bounded arena and referred to by id (`names.rs`); names that do not
 //!   fit are counted in [`IndexStats::names_dropped`].
 //!
+//! A teardown (a run of unbinds with no bind, as wgpu destroys every resource after a device loss,
+//! before the report is built) would push out of the freed ring what a report needs: the objects
+//! freed before the fault (a use-after-free's culprit) and, in a teardown longer than the ring, the
+//! torn-down objects themselves (live at the fault). So once the freed ring is full, a run of more
+//! than 64 unbinds holds the rest back instead of evicting: the object's entry stays in the live
+//! slab, marked held (out of the object table and out of live queries), its unbind noted in a list
+//! sized like the live slab. Queries see held entries as freed ranges. The next bind ends the run
+//! and moves them into the freed ring. While a fault may have happened and its report is not built
+//! ([`AddressIndex::set_holding`]: the GPU stalled, the device is lost) binds do not end it, since a
+//! game's other threads keep binding. A report built meanwhile sees every range as it was, for a
+//! teardown of any size (up to `max_live_bindings` held).
+//!
 //! Address order (overlap and nearest-below queries) is only needed to resolve a fault, so it is not
 //! kept per event: the first query after a change sorts the ranges (`order.rs`), tens of milliseconds
 //! at a million ranges, and later queries reuse the sort until the next event.
@@ -39,7 +51,7 @@ pub use indexer::IndexerHandle;
 use names::{NameArena, NameId, MAX_NAME_LEN, NO_NAME};
 pub use order::range_end;
 use order::AddressOrder;
-use slab::{BaseTable, LiveEntry, ObjectTable, Slab, NONE};
+use slab::{BaseTable, LiveEntry, ObjectTable, Slab, HELD, NONE};
 
 /// Identifies a Vulkan object the way the binding report does: type plus handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,9 +84,9 @@ impl ObjectKey {
 /// textures from large memory blocks, so a scene binds about one range per buffer or texture plus
 /// one or two per memory block (the NVIDIA driver binds some memory twice): we estimate tens of
 /// thousands for a large game (not measured; the Bevy scene of docs/gpu-validation.md has 25).
-/// 262,144 live ranges leaves several times that and costs 29.3 MiB in all at the defaults (80 B
-/// per live range allowed, 88 B per freed range kept, the recent events and a 2 MiB name arena;
-/// BENCHMARKS.md); the old bound of 1,048,576 would reserve 4x as much for live ranges. A game that
+/// 262,144 live ranges leaves several times that and costs 33.3 MiB in all at the defaults (96 B
+/// per live range allowed, of which 16 B hold its unbind back in a teardown; 88 B per freed range
+/// kept, the recent events and a 2 MiB name arena; BENCHMARKS.md); the old bound of 1,048,576 would reserve 4x as much for live ranges. A game that
 /// binds more sees [`IndexStats::live_overflow`] count the binds not indexed, and can raise the
 /// bound.
 #[derive(Clone, Debug)]
@@ -235,12 +247,53 @@ struct RecentEntry {
     internal: bool,
 }
 
+/// An unbind held back during an unbind run (see the module documentation): 16 bytes, one per live
+/// range at most.
+#[derive(Clone, Copy)]
+struct HeldUnbind {
+    /// The live entry it unbinds (marked [`HELD`]).
+    id: u32,
+    /// The name the freed range gets.
+    name: NameId,
+    /// Ring sequence and frame of the unbind, after those of the run's first held unbind.
+    sequence_offset: u32,
+    frame_offset: u32,
+}
+
+/// Where the held unbinds of the current run start.
+#[derive(Clone, Copy)]
+struct HeldFrom {
+    sequence: u64,
+    frame: u64,
+    seen_at: Instant,
+}
+
 /// Live and freed ranges in address order, built by the first query after a change.
 struct Orders {
-    /// Ids are slab ids.
+    /// Ids are slab ids (held entries left out).
     live: AddressOrder,
-    /// Ids are physical slots of the freed ring.
+    /// Ids are physical slots of the freed ring, then `freed capacity + i` for held unbind `i`.
     freed: AddressOrder,
+}
+
+/// What an unbind's freed range records of the unbind.
+#[derive(Clone, Copy)]
+struct FreedBy {
+    object_type: i32,
+    handle: u64,
+    sequence: u64,
+    frame: u64,
+}
+
+impl FreedBy {
+    fn record(record: &BindingRecord) -> Self {
+        Self {
+            object_type: record.object_type,
+            handle: record.handle,
+            sequence: record.sequence,
+            frame: record.frame,
+        }
+    }
 }
 
 /// Live and recently freed GPU address ranges with object names.
@@ -256,6 +309,11 @@ pub struct AddressIndex {
     /// Where the current run of unbinds began, tracked as events arrive (see
     /// [`Self::trailing_unbind_run_start`]).
     unbind_run: UnbindRun,
+    /// Unbinds held back in the current run (capacity `max_live_bindings`, allocated up front).
+    held: Vec<HeldUnbind>,
+    held_from: Option<HeldFrom>,
+    /// Hold unbinds across binds too (see [`Self::set_holding`]).
+    holding: bool,
     /// Address order for queries; emptied by every change.
     order: OnceLock<Orders>,
 }
@@ -265,7 +323,14 @@ pub struct AddressIndex {
 struct UnbindRun {
     last_bind: Option<u64>,
     first_unbind_since: Option<u64>,
+    /// Unbinds since the latest bind.
+    unbinds: u32,
 }
+
+/// Unbinds in a run before the rest are held back (unless holding is on): a frame's ordinary churn
+/// (a few unbinds between binds) folds as before, and a teardown costs the freed ring only its 64
+/// oldest ranges.
+const LONG_UNBIND_RUN: u32 = 64;
 
 /// How many records ahead [`AddressIndex::apply_all`] prefetches (enough to cover a memory latency
 /// with the work of folding the records in between).
@@ -325,6 +390,9 @@ impl AddressIndex {
             names: NameArena::new(settings.max_name_bytes),
             stats: IndexStats::default(),
             unbind_run: UnbindRun::default(),
+            held: Vec::with_capacity(settings.max_live_bindings.min(slab::MAX_ENTRIES)),
+            held_from: None,
+            holding: false,
             order: OnceLock::new(),
             settings,
         }
@@ -341,6 +409,8 @@ impl AddressIndex {
         self.names.clear();
         self.stats = IndexStats::default();
         self.unbind_run = UnbindRun::default();
+        self.held.clear(); // their names went with the arena
+        self.held_from = None;
         self.order = OnceLock::new();
     }
 
@@ -364,16 +434,17 @@ impl AddressIndex {
             + self.freed.memory()
             + self.recent.memory()
             + self.names.memory()
+            + self.held.capacity() * std::mem::size_of::<HeldUnbind>()
     }
 
     /// Number of live ranges.
     pub fn live_len(&self) -> usize {
-        self.slab.len()
+        self.slab.len() - self.held.len()
     }
 
-    /// Number of freed ranges kept.
+    /// Number of freed ranges kept (unbinds held back in a teardown included).
     pub fn freed_len(&self) -> usize {
-        self.freed.len()
+        self.freed.len() + self.held.len()
     }
 
     /// The most recent events, oldest first.
@@ -450,14 +521,63 @@ impl AddressIndex {
     }
 
     fn orders(&self) -> &Orders {
-        self.order.get_or_init(|| Orders {
-            live: AddressOrder::build(self.slab.iter().map(|(id, e)| (e.base, e.size, id))),
-            freed: AddressOrder::build(
-                self.freed
-                    .slots()
-                    .map(|(slot, f)| (f.base, f.size, slot as u32)),
-            ),
+        self.order.get_or_init(|| {
+            let first_held = self.settings.max_freed_bindings as u32;
+            Orders {
+                live: AddressOrder::build(
+                    self.slab
+                        .iter()
+                        .filter(|(_, e)| e.next != HELD)
+                        .map(|(id, e)| (e.base, e.size, id)),
+                ),
+                freed: AddressOrder::build(
+                    self.freed
+                        .slots()
+                        .map(|(slot, f)| (f.base, f.size, slot as u32))
+                        .chain(self.held.iter().enumerate().map(|(i, h)| {
+                            let e = &self.slab[h.id];
+                            (e.base, e.size, first_held + i as u32)
+                        })),
+                ),
+            }
         })
+    }
+
+    /// The freed range behind an id of the freed order: a slot of the freed ring, or a held unbind.
+    fn freed_entry(&self, id: u32) -> FreedEntry {
+        let first_held = self.settings.max_freed_bindings;
+        match (id as usize).checked_sub(first_held) {
+            None => *self.freed.at_slot(id as usize),
+            Some(i) => self.held_entry(&self.held[i]),
+        }
+    }
+
+    /// A held unbind as the freed range it becomes when the run ends.
+    fn held_entry(&self, h: &HeldUnbind) -> FreedEntry {
+        let e = &self.slab[h.id];
+        let from = self.held_from.expect("held unbinds have a start");
+        FreedEntry {
+            base: e.base,
+            size: e.size,
+            handle: e.handle,
+            bound_frame: e.bound_frame,
+            bound_sequence: e.bound_sequence,
+            freed_frame: from.frame + u64::from(h.frame_offset),
+            freed_sequence: from.sequence + u64::from(h.sequence_offset),
+            freed_at: from.seen_at,
+            object_type: e.object_type,
+            name: h.name,
+            matched: true,
+        }
+    }
+
+    /// How recently an id of the freed order was freed (higher is more recent).
+    fn freed_recency(&self, id: u32) -> usize {
+        let first_held = self.settings.max_freed_bindings;
+        match (id as usize).checked_sub(first_held) {
+            None => self.freed.age_rank(id as usize),
+            Some(i) => first_held + i,
+        }
     }
 
     fn live_at(&self, id: u32) -> (u64, u64, LiveBinding) {
@@ -508,16 +628,13 @@ impl AddressIndex {
 
     /// Freed ranges `(base, size, binding)` overlapping `[lo, hi]`, most recently freed first.
     pub fn freed_overlapping(&self, lo: u64, hi: u64) -> Vec<(u64, u64, FreedBinding<'_>)> {
-        let mut slots: Vec<usize> = self
-            .orders()
-            .freed
-            .overlapping(lo, hi)
-            .map(|slot| slot as usize)
-            .collect();
-        slots.sort_unstable_by_key(|&slot| std::cmp::Reverse(self.freed.age_rank(slot)));
-        slots
-            .into_iter()
-            .map(|slot| self.freed_view(self.freed.at_slot(slot)))
+        let mut ids: Vec<u32> = self.orders().freed.overlapping(lo, hi).collect();
+        // By the unbind's ring sequence: held unbinds enter the ring after later unmatched ones.
+        ids.sort_unstable_by_key(|&id| {
+            std::cmp::Reverse((self.freed_entry(id).freed_sequence, self.freed_recency(id)))
+        });
+        ids.into_iter()
+            .map(|id| self.freed_view(&self.freed_entry(id)))
             .collect()
     }
 
@@ -554,15 +671,15 @@ impl AddressIndex {
             .and_then(|cut| {
                 orders
                     .freed
-                    .nearest_ending_at_or_below_where(address, |slot| {
-                        let f = self.freed.at_slot(slot as usize);
+                    .nearest_ending_at_or_below_where(address, |id| {
+                        let f = self.freed_entry(id);
                         f.object_type != memory
                             && f.freed_sequence >= cut
                             && (!f.matched || f.bound_sequence < cut)
                     })
             })
-            .map(|slot| {
-                let f = self.freed.at_slot(slot as usize);
+            .map(|id| {
+                let f = self.freed_entry(id);
                 ResourceRange {
                     base: f.base,
                     size: f.size,
@@ -589,16 +706,23 @@ impl AddressIndex {
         Some(self.live_at(id))
     }
 
-    /// Every freed range `(base, size, binding)` kept, oldest first.
-    pub fn freed_bindings(
-        &self,
-    ) -> impl DoubleEndedIterator<Item = (u64, u64, FreedBinding<'_>)> + ExactSizeIterator {
-        self.freed.iter().map(|f| self.freed_view(f))
+    /// Every freed range `(base, size, binding)` kept, oldest first (unbinds held back in a
+    /// teardown last).
+    pub fn freed_bindings(&self) -> impl DoubleEndedIterator<Item = (u64, u64, FreedBinding<'_>)> {
+        let held = self.held.iter().map(|h| self.held_entry(h));
+        self.freed
+            .iter()
+            .copied()
+            .chain(held)
+            .map(|f| self.freed_view(&f))
     }
 
     /// Every live range `(base, size, binding)`, unordered.
     pub fn live_bindings(&self) -> impl Iterator<Item = (u64, u64, LiveBinding)> + '_ {
-        self.slab.iter().map(|(id, _)| self.live_at(id))
+        self.slab
+            .iter()
+            .filter(|(_, e)| e.next != HELD)
+            .map(|(id, _)| self.live_at(id))
     }
 
     /// Starts loading what folding `record` reads first (its object's bucket, a likely cache and
@@ -640,15 +764,20 @@ impl AddressIndex {
         let name = self.event_name(record, first);
         match record.kind {
             BindingKind::Bind => {
+                if !self.holding {
+                    self.release_held();
+                }
                 self.unbind_run = UnbindRun {
                     last_bind: Some(record.sequence),
                     first_unbind_since: None,
+                    unbinds: 0,
                 };
                 self.bind(record, found, name);
             }
             BindingKind::Unbind => {
                 let run = &mut self.unbind_run;
                 run.first_unbind_since = run.first_unbind_since.or(Some(record.sequence));
+                run.unbinds = run.unbinds.saturating_add(1);
                 self.unbind(record, found, name, now);
             }
         }
@@ -735,6 +864,11 @@ impl AddressIndex {
     ) {
         self.stats.unbinds += 1;
         let (lo, end) = (record.base, range_end(record.base, record.size));
+        if let Ok(bucket) = found {
+            if self.try_hold(record, bucket, name, now) {
+                return;
+            }
+        }
         let mut matched = false;
         if let Ok(bucket) = found {
             let first = self.objects.first(bucket);
@@ -759,7 +893,7 @@ impl AddressIndex {
                     e_end.min(end) - freed_lo,
                     Some(&e),
                     name_or(name, e.name),
-                    record,
+                    FreedBy::record(record),
                     now,
                 );
                 if !left && !right {
@@ -817,13 +951,27 @@ impl AddressIndex {
         match candidate {
             Some(id) => {
                 let e = self.slab[id];
-                self.push_freed(e.base, e.size, Some(&e), name_or(name, e.name), record, now);
+                self.push_freed(
+                    e.base,
+                    e.size,
+                    Some(&e),
+                    name_or(name, e.name),
+                    FreedBy::record(record),
+                    now,
+                );
                 self.unlink_from_object(id);
                 self.free_entry(id);
             }
             None => {
                 self.stats.unmatched_unbinds += 1;
-                self.push_freed(record.base, record.size, None, name, record, now);
+                self.push_freed(
+                    record.base,
+                    record.size,
+                    None,
+                    name,
+                    FreedBy::record(record),
+                    now,
+                );
             }
         }
     }
@@ -870,6 +1018,90 @@ impl AddressIndex {
         }
     }
 
+    /// While a fault may have happened and its report is not built yet (the GPU has stalled, or the
+    /// device is lost), unbinds are held back whatever comes between them (a game's other threads
+    /// keep binding): nothing freed before or after the fault leaves the index until the report is
+    /// built, up to `max_live_bindings` held. Turning it off moves what was held into the freed ring.
+    pub fn set_holding(&mut self, on: bool) {
+        if self.holding && !on {
+            self.order = OnceLock::new();
+            self.release_held();
+        }
+        self.holding = on;
+    }
+
+    /// Holds an unbind back instead of pushing the oldest freed range out of a full ring (see the
+    /// module documentation). Only the plain case: the object's one live entry, covered exactly, not
+    /// indexed by base. Returns whether it did.
+    fn try_hold(
+        &mut self,
+        record: &BindingRecord,
+        bucket: usize,
+        name: NameId,
+        now: Instant,
+    ) -> bool {
+        let ring = self.settings.max_freed_bindings;
+        let long_run = self.unbind_run.unbinds > LONG_UNBIND_RUN;
+        if ring == 0
+            || self.freed.len() < ring
+            || !(self.holding || long_run)
+            || self.held.len() >= self.settings.max_live_bindings
+        {
+            return false;
+        }
+        let id = self.objects.first(bucket);
+        let e = self.slab[id];
+        let exact = e.base == record.base
+            && range_end(e.base, e.size) == range_end(record.base, record.size);
+        if e.next != NONE || e.in_base_table() || !exact {
+            return false;
+        }
+        let from = *self.held_from.get_or_insert(HeldFrom {
+            sequence: record.sequence,
+            frame: record.frame,
+            seen_at: now,
+        });
+        let offsets = (
+            record
+                .sequence
+                .checked_sub(from.sequence)
+                .map(u32::try_from),
+            record.frame.checked_sub(from.frame).map(u32::try_from),
+        );
+        let (Some(Ok(sequence_offset)), Some(Ok(frame_offset))) = offsets else {
+            return false;
+        };
+        let name = name_or(name, e.name);
+        self.names.acquire(name);
+        self.objects.remove(bucket);
+        self.slab[id].next = HELD;
+        self.held.push(HeldUnbind {
+            id,
+            name,
+            sequence_offset,
+            frame_offset,
+        });
+        true
+    }
+
+    /// Ends the run's held unbinds: each becomes the freed range it stands for (pushing the oldest
+    /// out, as any unbind does) and its live entry is freed. Work bounded by the run's length.
+    fn release_held(&mut self) {
+        for i in 0..self.held.len() {
+            let held = self.held[i];
+            // The held unbind's name reference passes to the freed range.
+            let freed = self.held_entry(&held);
+            if let Some(old) = self.freed.push(freed) {
+                self.stats.freed_evicted += 1;
+                self.names.release(old.name);
+            }
+            self.slab[held.id].next = NONE;
+            self.free_entry(held.id);
+        }
+        self.held.clear();
+        self.held_from = None;
+    }
+
     /// Frees live entry `id`, already out of its object's chain.
     fn free_entry(&mut self, id: u32) {
         self.at_base.remove(&mut self.slab, id);
@@ -885,7 +1117,7 @@ impl AddressIndex {
         size: u64,
         bound: Option<&LiveEntry>,
         name: NameId,
-        unbind: &BindingRecord,
+        unbind: FreedBy,
         now: Instant,
     ) {
         if self.settings.max_freed_bindings == 0 {

@@ -14,6 +14,10 @@ use super::names::{NameId, NO_NAME};
 /// No entry.
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// `LiveEntry::next` of an entry whose unbind is held back during an unbind run (see the index's
+/// module documentation): out of its object's chain and the object table, not live to queries.
+pub(crate) const HELD: u32 = u32::MAX - 1;
+
 /// Largest number of live entries (ids fit in the 29 low bits of `LiveEntry::base_next`).
 pub(crate) const MAX_ENTRIES: usize = 1 << 28;
 

@@ -54,6 +54,16 @@ impl HangRule {
         self.progress_at = Some(now);
     }
 
+    /// How long the GPU has made no progress on pending work, as of the last [`Self::observe`] (which
+    /// must have seen the same `completed`); `None` when nothing is pending.
+    pub(crate) fn stalled_for(&self, now: Instant, pending: Option<Pending>) -> Option<Duration> {
+        let pending = pending?;
+        let since = self
+            .progress_at
+            .map_or(pending.submitted_at, |p| p.max(pending.submitted_at));
+        Some(now.saturating_duration_since(since))
+    }
+
     /// One watchdog tick: `completed` is the last frame the GPU finished, `pending` the oldest work
     /// not finished (if any). Returns a stall the first time it has lasted `timeout`; a stall already
     /// returned is not returned again until the GPU makes progress.
