@@ -91,3 +91,58 @@ fn sync_dir(dir: &Path) {
         let _ = d.sync_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::deliver::{DeliverySettings, Outbox};
+    use crate::report::hang_report_for_tests;
+
+    fn outbox(name: &str) -> Outbox {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-crash-held-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // Nothing listens on port 9: every upload fails at once, and the envelope stays.
+        let dsn = "http://public@127.0.0.1:9/1".parse().unwrap();
+        Outbox::new(DeliverySettings {
+            dsn_from_env: false,
+            upload_timeout: Duration::from_millis(200),
+            ..DeliverySettings::new(Some(dsn), dir)
+        })
+    }
+
+    /// Another report's flush does not send a held envelope (a crash loop's, a hang waiting for its
+    /// loss): it leaves on its own rule, or when its process is gone.
+    #[test]
+    fn a_held_envelope_leaves_only_on_its_own_rule_or_when_its_process_is_gone() {
+        let outbox = outbox("rule");
+        let held = outbox.hold(&hang_report_for_tests(), None).unwrap();
+        let other = outbox.enqueue(&hang_report_for_tests(), None).unwrap();
+        let summary = outbox.flush(Instant::now() + Duration::from_secs(2));
+        assert!(summary.attempts >= 1, "{summary:?}");
+        assert_eq!(summary.sent, 0);
+        assert!(held.path().exists(), "still held");
+        assert_eq!(outbox.pending(), vec![other.clone()], "only the queued one");
+
+        // Released by its rule: queued for the next flush.
+        let released = outbox.release(held).unwrap();
+        assert_eq!(outbox.pending().len(), 2);
+        assert!(released.exists());
+
+        // A held envelope whose holder is gone (dropped here; a process that died) is queued by the
+        // next flush of anyone.
+        let orphan = outbox.hold(&hang_report_for_tests(), None).unwrap();
+        let orphan_name = orphan.path().file_name().unwrap().to_owned();
+        drop(orphan);
+        outbox.flush(Instant::now());
+        assert!(
+            outbox
+                .pending()
+                .iter()
+                .any(|p| p.file_name() == Some(&orphan_name)),
+            "{:?}",
+            outbox.pending()
+        );
+    }
+}

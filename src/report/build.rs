@@ -338,6 +338,30 @@ fn rfc3339(at: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| at.unix_timestamp().to_string())
 }
 
+/// A plain hang report with a fresh id, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn hang_report_for_tests() -> CrashReport {
+    let capabilities = GpuCrashCapabilities::default();
+    let application = ApplicationInfo::default();
+    let ctx = CrashContext {
+        capabilities: &capabilities,
+        application: &application,
+        frame: 9,
+        binding_events_dropped: 0,
+        allocator_blocks: None,
+        timeline: None,
+        cut: None,
+        device_generation: 1,
+    };
+    build_report(
+        CrashKind::GpuHang,
+        RawFaultInfo::default(),
+        &mut AddressIndex::default(),
+        &ctx,
+    )
+    .0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

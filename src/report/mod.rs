@@ -15,6 +15,8 @@ pub use crate::progress::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
 pub use crate::resolve::{BindingEventEntry, Culprit, FaultEntry, FaultVerdict, ObjectState};
 pub use crate::vulkan::fault::{FaultAccess, VendorBinaryHeader, VendorInfo};
 pub use crate::vulkan::GpuCrashCapabilities;
+#[cfg(test)]
+pub(crate) use build::hang_report_for_tests;
 pub(crate) use build::{add_hang_info, build_report, fault_cut, CrashContext};
 pub use file::{read_report, ReportError};
 pub(crate) use file::{write_atomically, write_atomically_locked, write_report};
