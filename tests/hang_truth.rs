@@ -185,14 +185,55 @@ fn render_thread_blocked_after_the_submit_is_not_a_hang_and_a_later_real_hang_is
 /// counting the stop as the GPU's. A real hang later in the same process is still reported.
 #[test]
 fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
+    let (code, reports, log) = stopped_run(
+        "sigstop",
+        "stop-then-hang",
+        None,
+        "truth child: stop me",
+        Duration::ZERO,
+    );
+    only_the_later_real_hang(code, &reports, &log, 100, "stop");
+}
+
+/// The same with GPU work pending through the stop (the drill holds the GPU 7 s from its submission
+/// 30; the process is stopped for 6 s of it, from 0.3 s in, once the layer's stall thread sleeps):
+/// the GPU ran 1 s of it while the process did, less than `hang_timeout`. Without the restarted
+/// clock the first tick after the stop sees 6.3 s of stall.
+#[test]
+fn a_process_stopped_while_the_gpu_is_busy_is_not_a_hang() {
+    let (code, reports, log) = stopped_run(
+        "sigstop-busy",
+        "frames",
+        Some("stall:7000"),
+        "injected stall",
+        Duration::from_millis(300),
+    );
+    assert!(log.contains("stall released"), "{log}");
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        reports.is_empty(),
+        "a stopped process was reported: {reports:#?}"
+    );
+}
+
+/// Runs the child in `mode` (with the drill when `drill` names a scenario), stops it with SIGSTOP for
+/// three timeouts `settle` after its log shows `stop_at`, then continues it. Returns its exit code,
+/// reports and log.
+fn stopped_run(
+    name: &str,
+    mode: &str,
+    drill: Option<&str>,
+    stop_at: &str,
+    settle: Duration,
+) -> (Option<i32>, Vec<CrashReport>, String) {
     use std::io::{BufRead, BufReader};
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = common::scratch_dir("truth-sigstop");
+    let dir = common::scratch_dir(&format!("truth-{name}"));
     let reports_dir = dir.join("reports");
-    let mut command = common::child_command(&reports_dir, None);
+    let mut command = common::child_command(&reports_dir, drill);
     command
-        .env("TRUTH_MODE", "stop-then-hang")
+        .env("TRUTH_MODE", mode)
         .stderr(std::process::Stdio::piped());
     let mut child = command.spawn().expect("spawn child");
     let pid = child.id() as i32;
@@ -201,8 +242,9 @@ fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
     let mut stopped = false;
     for line in stderr.lines() {
         let line = line.unwrap();
-        if !stopped && line.contains("truth child: stop me") {
+        if !stopped && line.contains(stop_at) {
             stopped = true;
+            std::thread::sleep(settle);
             // SAFETY: plain signals to our own child process.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             std::thread::sleep(HANG_TIMEOUT * 3);
@@ -213,9 +255,8 @@ fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
         log.push('\n');
     }
     let status = child.wait().unwrap();
-    assert!(stopped, "the child never asked to be stopped: {log}");
-    let reports = common::read_reports(&reports_dir);
-    only_the_later_real_hang(status.code(), &reports, &log, 100, "stop");
+    assert!(stopped, "the child never reached `{stop_at}`: {log}");
+    (status.code(), common::read_reports(&reports_dir), log)
 }
 
 /// The child's own real hang (recorded at render frame 150) is its only report, after `after` frames:
