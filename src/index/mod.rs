@@ -20,7 +20,8 @@
 //! before the report is built) would push out of the freed ring what a report needs: the objects
 //! freed before the fault (a use-after-free's culprit) and, in a teardown longer than the ring, the
 //! torn-down objects themselves (live at the fault). So once the freed ring is full, a run of more
-//! than 64 unbinds holds the rest back instead of evicting: the object's entry stays in the live
+//! unbinds than a sixteenth of the ring (4,096 at the default) holds the rest back instead of
+//! evicting: the object's entry stays in the live
 //! slab, marked held (out of the object table and out of live queries), its unbind noted in a list
 //! sized like the live slab. Queries see held entries as freed ranges. The next bind ends the run
 //! and moves them into the freed ring. While a fault may have happened and its report is not built
@@ -327,10 +328,13 @@ struct UnbindRun {
     unbinds: u32,
 }
 
-/// Unbinds in a run before the rest are held back (unless holding is on): a frame's ordinary churn
-/// (a few unbinds between binds) folds as before, and a teardown costs the freed ring only its 64
-/// oldest ranges.
-const LONG_UNBIND_RUN: u32 = 64;
+/// Unbinds in a run before the rest are held back (unless holding is on): a sixteenth of the freed
+/// ring, at most 4,096 (the default ring's sixteenth). A frame's ordinary churn (a game destroying a
+/// thousand buffers in a row) folds as before, and a teardown costs the freed ring only that many of
+/// its oldest ranges.
+fn long_unbind_run(max_freed_bindings: usize) -> u32 {
+    (max_freed_bindings / 16).min(4_096) as u32
+}
 
 /// How many records ahead [`AddressIndex::apply_all`] prefetches (enough to cover a memory latency
 /// with the work of folding the records in between).
@@ -1041,7 +1045,7 @@ impl AddressIndex {
         now: Instant,
     ) -> bool {
         let ring = self.settings.max_freed_bindings;
-        let long_run = self.unbind_run.unbinds > LONG_UNBIND_RUN;
+        let long_run = self.unbind_run.unbinds > long_unbind_run(ring);
         if ring == 0
             || self.freed.len() < ring
             || !(self.holding || long_run)
