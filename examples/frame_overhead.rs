@@ -24,6 +24,10 @@
 //! per-round ratios and in ms per frame: debug-utils naming (no plugin -> capture off), the driver's
 //! binding report (capture off -> floor), ours (floor -> everything on).
 //!
+//! plugin=5 (`--no-fold`): everything on, but the indexer drops what it drains instead of folding it
+//! (`GPU_CRASH_REPORTER_COST_NO_FOLD`): `--configs 0,2,4,5,1` splits ours in two, the callback and
+//! the ring (floor -> no fold) and the index (no fold -> everything on).
+//!
 //! `--scene` adds a 3D camera rendering 400 lit cubes into a 1280x720 offscreen image, so the
 //! core-pipeline breadcrumbs (per camera stage) are recorded; `--churn 0` turns the buffer churn off.
 
@@ -44,7 +48,8 @@ const BUFFERS_PER_FRAME: usize = 1_000;
 
 struct Args {
     /// 0: no plugin, 1: plugin, 2: plugin without binding capture, 3: plugin without breadcrumbs,
-    /// 4: plugin whose binding callback returns at once (the driver's floor).
+    /// 4: plugin whose binding callback returns at once (the driver's floor), 5: plugin whose
+    /// indexer drops what it drains.
     plugin: u8,
     /// The configurations `--compare` alternates, in this order within a round.
     configs: Vec<u8>,
@@ -79,6 +84,7 @@ fn parse_args() -> Args {
             "--no-bindings" => args.plugin = 2,
             "--no-breadcrumbs" => args.plugin = 3,
             "--floor" => args.plugin = 4,
+            "--no-fold" => args.plugin = 5,
             "--configs" => {
                 args.configs = it
                     .next()
@@ -97,7 +103,7 @@ fn parse_args() -> Args {
             "--warmup" => args.warmup = number("--warmup"),
             other => panic!(
                 "unknown argument {other}; usage: frame_overhead [--no-plugin | --no-bindings | \
-                 --no-breadcrumbs | --floor] [--scene] [--churn N] [--compare] [--configs 0,2,4,1] \
+                 --no-breadcrumbs | --floor | --no-fold] [--scene] [--churn N] [--compare] [--configs 0,2,4,1] \
                  [--rounds N] [--frames N] [--warmup N]"
             ),
         }
@@ -118,6 +124,10 @@ fn main() -> AppExit {
     if args.plugin == 4 {
         // SAFETY (process-global, but no other thread exists yet).
         std::env::set_var("GPU_CRASH_REPORTER_COST_FLOOR", "1");
+    }
+    if args.plugin == 5 {
+        // SAFETY (process-global, but no other thread exists yet).
+        std::env::set_var("GPU_CRASH_REPORTER_COST_NO_FOLD", "1");
     }
     let mut app = App::new();
     if args.plugin != 0 {
@@ -243,7 +253,7 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
 fn compare(args: &Args) {
     println!(
         "frame_overhead --compare: {} rounds of configurations {:?} (0 no plugin, 2 capture off, 3 \
-         no breadcrumbs, 4 floor, 1 everything on; order rotated each round), {} frames each after \
+         no breadcrumbs, 4 floor, 5 no fold, 1 everything on; order rotated each round), {} frames each after \
          {} warm-up, {} buffers created+destroyed per frame, 3D scene {}",
         args.rounds,
         args.configs,
@@ -253,7 +263,7 @@ fn compare(args: &Args) {
         if args.scene { "on" } else { "off" }
     );
     // Per configuration: each round's run.
-    let mut runs: [Vec<RunResult>; 5] = Default::default();
+    let mut runs: [Vec<RunResult>; 6] = Default::default();
     for round in 0..args.rounds {
         let n = args.configs.len();
         for k in 0..n {
@@ -270,6 +280,7 @@ fn compare(args: &Args) {
         "plugin without binding capture",
         "plugin without breadcrumbs",
         "floor (binding report dropped unread)",
+        "no fold (events drained and dropped, not indexed)",
     ];
     for &plugin in &args.configs {
         let r = &runs[plugin as usize];
@@ -328,6 +339,8 @@ fn compare(args: &Args) {
     share("debug-utils naming: capture off / no plugin", 2, 0);
     share("the driver's binding report: floor / capture off", 4, 2);
     share("ours: everything on / floor", 1, 4);
+    share("callback and ring: no fold / floor", 5, 4);
+    share("the index: everything on / no fold", 1, 5);
     share("all: everything on / no plugin", 1, 0);
     share("breadcrumbs: everything on / no breadcrumbs", 1, 3);
     if let Some(e) = events_per_frame {

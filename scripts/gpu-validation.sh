@@ -673,6 +673,37 @@ device19() {
     tar -C $logs -czf "$OUT/run19-results.tar.gz" .
 }
 
+# Batch 20 (issue 25): ours split in two under churn (callback and ring: floor -> no fold; the index:
+# no fold -> everything on), and the ring's push alone against crossbeam (batch 18 filtered it out).
+build20() {
+    cargo build --release --example frame_overhead
+    local bench; bench=$(cargo bench --bench binding_ring --no-run 2>&1 | grep -o 'target/release/deps/binding_ring-[0-9a-f]*' | head -1)
+    rm -rf /tmp/pk20 && mkdir -p /tmp/pk20
+    cp target/release/examples/frame_overhead /tmp/pk20/
+    cp "$bench" /tmp/pk20/binding_ring
+    strip /tmp/pk20/frame_overhead /tmp/pk20/binding_ring
+    pack_devrun /tmp/pk20 churn20
+}
+device20() {
+    setup_device
+    unpack_devrun churn20 /tmp/p20
+    local t0 i
+    echo "== (1) churn: no plugin / capture off / floor / no fold / everything on, 7 rounds"
+    t0=$(date +%s)
+    timeout -s KILL 500 /tmp/p20/frame_overhead --compare --configs 0,2,4,5,1 --rounds 7 --frames 300 \
+        --warmup 60 > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-500
+    grep -E "panicked|DeviceLost|GPU hang" $logs/churn.err | head -3
+    echo "== (2) ring vs crossbeam (whole callback, push only), 1 and 2 producers, 5 runs"
+    for i in 1 2 3 4 5; do
+        (cd /tmp/p20 && timeout -s KILL 100 ./binding_ring --bench --noplot 'this_crate|crossbeam' \
+            > $logs/ring-$i.out 2>&1)
+        grep -E "^binding_ring/|time:" $logs/ring-$i.out | paste - - | sed 's/  */ /g' | cut -c1-160
+    done
+    tar -C $logs -czf "$OUT/run20-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -691,6 +722,8 @@ case "${1:-}" in
     device18) device18 ;;
     build19) build19 ;;
     device19) device19 ;;
+    build20) build20 ;;
+    device20) device20 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -701,5 +734,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | device | device2 … device19"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | device | device2 … device20"; exit 2 ;;
 esac

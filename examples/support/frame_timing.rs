@@ -170,6 +170,9 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
         4 => {
             cmd.arg("--floor");
         }
+        5 => {
+            cmd.arg("--no-fold");
+        }
         _ => {}
     }
     let out = cmd

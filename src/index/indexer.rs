@@ -19,6 +19,9 @@ pub type SharedIndex = Arc<Mutex<AddressIndex>>;
 const BATCH: usize = 4_096;
 /// Longest sleep without a frame tick or wake-up (keeps the index fresh in a stalled app).
 const IDLE_WAKE: Duration = Duration::from_millis(100);
+/// A cost measurement (BENCHMARKS.md, `frame_overhead --no-fold`): records are drained from the ring
+/// and dropped, not folded, so a run shows the callback and the ring without the index.
+pub(crate) const COST_NO_FOLD_VAR: &str = "GPU_CRASH_REPORTER_COST_NO_FOLD";
 
 /// Owns the indexer thread; dropping it stops the thread after a last drain.
 pub struct IndexerHandle {
@@ -38,11 +41,20 @@ impl IndexerHandle {
         let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
         let index: SharedIndex = Arc::new(Mutex::new(AddressIndex::new(settings)));
         let hold_unbinds = Arc::new(AtomicBool::new(false));
+        let no_fold = std::env::var_os(COST_NO_FOLD_VAR).is_some_and(|v| !v.is_empty());
+        if no_fold {
+            bevy::log::warn!(
+                "GPU crash reporter: {COST_NO_FOLD_VAR} is set: binding events are drained and \
+                 dropped, not indexed (a cost measurement, BENCHMARKS.md); reports will not name \
+                 GPU objects"
+            );
+        }
         let consumer = Arc::new(Mutex::new(Consumer {
             ring: consumer,
             device: DeviceFilter::default(),
             hold_unbinds: hold_unbinds.clone(),
             holding: false,
+            no_fold,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -130,6 +142,8 @@ struct Consumer {
     hold_unbinds: Arc<AtomicBool>,
     /// The setting the index has now.
     holding: bool,
+    /// [`COST_NO_FOLD_VAR`]: drain and drop.
+    no_fold: bool,
 }
 
 /// Keeps the index to one render device: the first event of a newer device generation (a renderer
@@ -178,7 +192,12 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
         device,
         hold_unbinds,
         holding,
+        no_fold,
     } = &mut *consumer;
+    if *no_fold {
+        while ring.drain(BATCH, |_| {}) > 0 {}
+        return;
+    }
     // Acquire: pairs with the Release in `IndexerHandle::hold_unbinds`.
     let wanted = hold_unbinds.load(Ordering::Acquire);
     if wanted != *holding {
