@@ -28,6 +28,9 @@
 //! (`GPU_CRASH_REPORTER_COST_NO_FOLD`): `--configs 0,2,4,5,1` splits ours in two, the callback and
 //! the ring (floor -> no fold) and the index (no fold -> everything on).
 //!
+//! `FRAME_OVERHEAD_RING=<records>` sets the plugin's `binding_ring_capacity` (a control run: does the
+//! ring's size, 4 MiB at the default, cost the thread that creates buffers its cache?).
+//!
 //! `--scene` adds a 3D camera rendering 400 lit cubes into a 1280x720 offscreen image, so the
 //! core-pipeline breadcrumbs (per camera stage) are recorded; `--churn 0` turns the buffer churn off.
 
@@ -135,6 +138,10 @@ fn main() -> AppExit {
             capture_address_bindings: args.plugin != 2,
             gpu_breadcrumbs: args.plugin != 3,
             application_name: Some("frame_overhead".into()),
+            binding_ring_capacity: std::env::var("FRAME_OVERHEAD_RING")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(GpuCrashReporterPlugin::default().binding_ring_capacity),
             report_dir: Some(std::env::temp_dir().join("frame_overhead_reports")),
             ..default()
         });

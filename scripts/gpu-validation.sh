@@ -695,6 +695,12 @@ device20() {
     echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
     grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-500
     grep -E "panicked|DeviceLost|GPU hang" $logs/churn.err | head -3
+    echo "== (1b) control: the same with a 4,096-record ring (512 KiB, stays in cache) instead of 32,768 (4 MiB)"
+    t0=$(date +%s)
+    FRAME_OVERHEAD_RING=4096 timeout -s KILL 300 /tmp/p20/frame_overhead --compare --configs 4,5,1 --rounds 7 \
+        --frames 300 --warmup 60 > $logs/churn-ring4096.out 2> $logs/churn-ring4096.err
+    echo "churn-ring4096 rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn-ring4096.out | cut -c1-500
     echo "== (2) ring vs crossbeam (whole callback, push only), 1 and 2 producers, 5 runs"
     for i in 1 2 3 4 5; do
         (cd /tmp/p20 && timeout -s KILL 100 ./binding_ring --bench --noplot 'this_crate|crossbeam' \
