@@ -710,6 +710,23 @@ device20() {
     tar -C $logs -czf "$OUT/run20-results.tar.gz" .
 }
 
+# Batch 21 (issue 25): batch 20's churn runs on the H100 host were bimodal (about 3.5 ms and 5 ms a
+# frame, whatever the configuration), which swamps a 3% share; the same split with every process
+# pinned to cores 0-7 (taskset), 9 rounds, to see whether the modes were the scheduler's placement.
+device21() {
+    setup_device
+    unpack_devrun churn20 /tmp/p21
+    local t0
+    echo "== churn, pinned to cores 0-7: floor / no fold / everything on, 9 rounds"
+    t0=$(date +%s)
+    taskset -c 0-7 timeout -s KILL 400 /tmp/p21/frame_overhead --compare --configs 4,5,1 --rounds 9 \
+        --frames 300 --warmup 60 > $logs/churn-pinned.out 2> $logs/churn-pinned.err
+    echo "churn-pinned rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn-pinned.out | cut -c1-500
+    grep -E "^  frame_overhead plugin" $logs/churn-pinned.out | awk '{print $2, $4, $5, $6}'
+    tar -C $logs -czf "$OUT/run21-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -730,6 +747,7 @@ case "${1:-}" in
     device19) device19 ;;
     build20) build20 ;;
     device20) device20 ;;
+    device21) device21 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -740,5 +758,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | device | device2 … device20"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | device | device2 … device21"; exit 2 ;;
 esac
