@@ -13,8 +13,12 @@ pub(crate) enum Scenario {
     UseAfterFree(Option<String>),
     /// The fault address is the first byte past the end of a live target.
     OutOfBounds(Option<String>),
-    /// The fault address is inside a live target (a read fault).
-    InBounds(Option<String>),
+    /// The fault address is inside a live target (a read fault): `offset` bytes past its base, or its
+    /// middle (also when `offset` is not inside it).
+    InBounds {
+        label: Option<String>,
+        offset: Option<u64>,
+    },
     /// A submission never completes; the device is not lost.
     Hang,
     /// The first command buffer ended after the threshold makes the GPU wait this many milliseconds
@@ -30,9 +34,9 @@ impl Scenario {
     /// The label the scenario is restricted to, if any.
     pub(crate) fn label(&self) -> Option<&str> {
         match self {
-            Scenario::UseAfterFree(l) | Scenario::OutOfBounds(l) | Scenario::InBounds(l) => {
-                l.as_deref()
-            }
+            Scenario::UseAfterFree(l)
+            | Scenario::OutOfBounds(l)
+            | Scenario::InBounds { label: l, .. } => l.as_deref(),
             Scenario::Hang | Scenario::Stall(_) | Scenario::HangInPass(_) => None,
         }
     }
@@ -42,6 +46,10 @@ impl Scenario {
         match self {
             Scenario::Stall(ms) => format!("stall:{ms}"),
             Scenario::HangInPass(label) => format!("hang-in-pass:{label}"),
+            Scenario::InBounds {
+                label: Some(label),
+                offset: Some(offset),
+            } => format!("in-bounds:{label}@{offset}"),
             s => match s.label() {
                 Some(l) => format!("{}:{l}", s.name()),
                 None => s.name().to_string(),
@@ -60,7 +68,7 @@ impl Scenario {
         match self {
             Scenario::UseAfterFree(_) => "use-after-free",
             Scenario::OutOfBounds(_) => "out-of-bounds",
-            Scenario::InBounds(_) => "in-bounds",
+            Scenario::InBounds { .. } => "in-bounds",
             Scenario::Hang => "hang",
             Scenario::Stall(_) => "stall",
             Scenario::HangInPass(_) => "hang-in-pass",
@@ -72,7 +80,7 @@ impl Scenario {
         match self {
             Scenario::UseAfterFree(_) => 1,
             Scenario::OutOfBounds(_) => 2,
-            Scenario::InBounds(_) => 3,
+            Scenario::InBounds { .. } => 3,
             Scenario::Hang => 4,
             Scenario::HangInPass(_) => 5,
             Scenario::Stall(_) => 6,
@@ -90,6 +98,31 @@ pub(crate) fn hang_in_pass_target(arg: &str) -> (&str, u32) {
         },
         _ => (arg, 1),
     }
+}
+
+/// `in-bounds:<label>[@<offset>]`: the label, and the byte offset from the object's base the fault
+/// address is at (decimal or `0x` hex). Debug names may contain '@', so only a last '@' followed by a
+/// number (and preceded by a non-empty label) separates them; otherwise it all is the label.
+pub(crate) fn in_bounds_target(arg: &str) -> (&str, Option<u64>) {
+    match arg.rsplit_once('@') {
+        Some((label, n)) if !label.is_empty() => match parse_offset(n) {
+            Some(offset) => (label, Some(offset)),
+            None => (arg, None),
+        },
+        _ => (arg, None),
+    }
+}
+
+/// Digits only: `str::parse` would also take a sign (`+5`), which no offset is written with.
+fn parse_offset(s: &str) -> Option<u64> {
+    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (s, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
 }
 
 /// Which fault extension the layer provides.
@@ -168,7 +201,13 @@ impl Config {
             match name.to_ascii_lowercase().as_str() {
                 "use-after-free" => Some(Scenario::UseAfterFree(label)),
                 "out-of-bounds" => Some(Scenario::OutOfBounds(label)),
-                "in-bounds" => Some(Scenario::InBounds(label)),
+                "in-bounds" => {
+                    let (label, offset) = match label.as_deref().map(in_bounds_target) {
+                        Some((l, offset)) => (Some(l.to_string()), offset),
+                        None => (None, None),
+                    };
+                    Some(Scenario::InBounds { label, offset })
+                }
                 "hang" if label.is_none() => Some(Scenario::Hang),
                 "hang" => {
                     log(&format!(
@@ -199,7 +238,7 @@ impl Config {
                 _ => {
                     log(&format!(
                         "GPU_CRASH_DRILL={s}: unknown scenario (expected use-after-free[:label], \
-                         out-of-bounds[:label], in-bounds[:label], hang, stall:<ms> or \
+                         out-of-bounds[:label], in-bounds[:label[@offset]], hang, stall:<ms> or \
                          hang-in-pass:<label>); no fault will be injected"
                     ));
                     None
@@ -450,7 +489,10 @@ mod tests {
         );
         assert_eq!(
             parse(Some("in-bounds"), None, None, None).0.scenario,
-            Some(Scenario::InBounds(None))
+            Some(Scenario::InBounds {
+                label: None,
+                offset: None
+            })
         );
         let (c, lines) = parse(Some("stall:300"), None, None, None);
         assert_eq!(c.scenario, Some(Scenario::Stall(300)));
@@ -468,6 +510,61 @@ mod tests {
                 .0
                 .scenario,
             Some(Scenario::OutOfBounds(Some("a:b".into())))
+        );
+    }
+
+    #[test]
+    fn in_bounds_takes_an_optional_offset_after_the_last_at() {
+        let in_bounds = |s: &str| {
+            let (c, lines) = parse(Some(s), None, None, None);
+            assert!(lines.is_empty(), "{s}: {lines:?}");
+            match c.scenario {
+                Some(Scenario::InBounds { label, offset }) => (label, offset),
+                other => panic!("{s}: {other:?}"),
+            }
+        };
+        let at = |label: &str, offset: Option<u64>| (Some(label.to_string()), offset);
+        assert_eq!(in_bounds("in-bounds:keep@20"), at("keep", Some(20)));
+        assert_eq!(in_bounds("in-bounds:keep@0x1c"), at("keep", Some(0x1c)));
+        assert_eq!(in_bounds("in-bounds:keep@0X1C"), at("keep", Some(0x1c)));
+        assert_eq!(in_bounds("in-bounds:keep@0"), at("keep", Some(0)));
+        assert_eq!(in_bounds("in-bounds:keep"), at("keep", None));
+        assert_eq!(in_bounds("in-bounds"), (None, None));
+        // A debug name may contain '@' (and ':'): only the last '@' followed by a number separates.
+        assert_eq!(
+            in_bounds("in-bounds:general mesh slab 3 (vertex buffer)@60"),
+            at("general mesh slab 3 (vertex buffer)", Some(60))
+        );
+        assert_eq!(in_bounds("in-bounds:a@b:c@0x40"), at("a@b:c", Some(0x40)));
+        assert_eq!(in_bounds("in-bounds:user@host"), at("user@host", None));
+        assert_eq!(in_bounds("in-bounds:a@1@b"), at("a@1@b", None));
+        // What follows the last '@' is not an offset: it all is the label, and nothing is logged.
+        for bad in [
+            "keep@",
+            "keep@x",
+            "keep@-4",
+            "keep@+4",
+            "keep@1.5",
+            "keep@ 4",
+            "keep@0x",
+            "keep@0xg",
+            "keep@18446744073709551616",
+            "@4",
+        ] {
+            assert_eq!(
+                in_bounds(&format!("in-bounds:{bad}")),
+                at(bad, None),
+                "{bad}"
+            );
+        }
+        let (c, _) = parse(Some("in-bounds:a@b@0x10"), None, None, None);
+        assert_eq!(c.scenario.unwrap().display(), "in-bounds:a@b@16");
+        // Other scenarios keep '@' in their label.
+        assert_eq!(
+            parse(Some("out-of-bounds:keep@4"), None, None, None)
+                .0
+                .scenario,
+            Some(Scenario::OutOfBounds(Some("keep@4".into())))
         );
     }
 

@@ -332,7 +332,10 @@ pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
         }
         Scenario::UseAfterFree(label) => st.tracker.freed_target(label.as_deref()),
         Scenario::OutOfBounds(label) => st.tracker.live_target(label.as_deref(), true),
-        Scenario::InBounds(label) => st.tracker.live_target(label.as_deref(), false),
+        Scenario::InBounds { label, offset } => st
+            .tracker
+            .live_target(label.as_deref(), false)
+            .map(|t| at_offset(t, *offset)),
     };
     let Some(target) = target else {
         if let Some(label) = scenario.label() {
@@ -474,6 +477,26 @@ pub(crate) fn set_drill_event(dev: &DeviceData, line: &str) {
     }
 }
 
+/// `target` with its in-bounds fault point at `offset` bytes from its base. An offset the object does
+/// not cover logs one line and leaves the middle: an in-bounds fault must stay inside the object.
+fn at_offset(mut target: Target, offset: Option<u64>) -> Target {
+    let Some(offset) = offset else {
+        return target;
+    };
+    let r = target.range;
+    if offset < r.size {
+        target.fault_at = Some(r.base + offset);
+    } else {
+        log_line(&format!(
+            "in-bounds offset {offset} (0x{offset:x}) is not inside {} ({} bytes); faulting at \
+             its middle instead",
+            target.describe(),
+            r.size
+        ));
+    }
+    target
+}
+
 /// Builds the record of a memory fault on `target`.
 fn memory_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRecord {
     let r = target.range;
@@ -483,8 +506,8 @@ fn memory_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRe
             vk::DeviceFaultAddressTypeEXT::WRITE_INVALID,
             "write past the end of",
         ),
-        Scenario::InBounds(_) => (
-            r.base + ((r.size / 2) & !3),
+        Scenario::InBounds { .. } => (
+            target.fault_at.unwrap_or(r.base + ((r.size / 2) & !3)),
             vk::DeviceFaultAddressTypeEXT::READ_INVALID,
             "read inside",
         ),
@@ -854,14 +877,30 @@ mod tests {
             oob.address_type,
             vk::DeviceFaultAddressTypeEXT::WRITE_INVALID
         );
-        let inb = memory_fault(&Scenario::InBounds(None), &t, 4096)
-            .address
-            .unwrap();
+        let in_bounds = Scenario::InBounds {
+            label: None,
+            offset: None,
+        };
+        let inb = memory_fault(&in_bounds, &t, 4096).address.unwrap();
         assert!(inb.reported_address >= t.range.base && inb.reported_address < 0x1_0001_1000);
         assert_eq!(
             inb.address_type,
             vk::DeviceFaultAddressTypeEXT::READ_INVALID
         );
+        // At an offset: exactly base + offset, and the precision is reported, not applied.
+        let inb = memory_fault(&in_bounds, &at_offset(t.clone(), Some(0x15)), 4)
+            .address
+            .unwrap();
+        assert_eq!((inb.reported_address, inb.precision), (0x1_0001_0015, 4));
+        let last = at_offset(t.clone(), Some(0xfff)).fault_at;
+        assert_eq!(last, Some(0x1_0001_0fff));
+        // Not inside the object: the middle, as without an offset.
+        for outside in [0x1000, u64::MAX] {
+            let inb = memory_fault(&in_bounds, &at_offset(t.clone(), Some(outside)), 4)
+                .address
+                .unwrap();
+            assert_eq!(inb.reported_address, 0x1_0001_0800);
+        }
         let uaf = memory_fault(&Scenario::UseAfterFree(None), &t, 256);
         assert!(uaf.abort_message.ends_with("particles"));
         assert_eq!(uaf.address.unwrap().precision, 256);

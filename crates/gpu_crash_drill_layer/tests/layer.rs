@@ -53,13 +53,14 @@ fn binding_reports_match_creates_and_destroys() {
     run_child("bindings", &[]);
 }
 
-fn fault_case(api: &str, scenario: &str, precision: &str) {
-    fault_case_with(api, scenario, precision, "binary");
+fn fault_case(api: &str, scenario: &str, precision: &str) -> String {
+    fault_case_with(api, scenario, precision, "binary")
 }
 
 /// `binary`: "binary" enables `deviceFaultVendorBinary`, "nobinary" does not (NVIDIA lacks it, so this
 /// is also the case that runs on a driver with native `VK_EXT_device_fault`).
-fn fault_case_with(api: &str, scenario: &str, precision: &str, binary: &str) {
+/// Returns the child's stderr.
+fn fault_case_with(api: &str, scenario: &str, precision: &str, binary: &str) -> String {
     let case = format!("fault|{api}|{scenario}|{precision}|{binary}");
     let out = run_child(
         &case,
@@ -72,7 +73,7 @@ fn fault_case_with(api: &str, scenario: &str, precision: &str, binary: &str) {
     );
     let name = scenario.split(':').next().unwrap();
     if out.stdout.contains("not applicable") {
-        return; // run_child said "skipped"
+        return out.stderr; // run_child said "skipped"
     }
     assert!(
         drill_lines(&out.stderr)
@@ -81,6 +82,7 @@ fn fault_case_with(api: &str, scenario: &str, precision: &str, binary: &str) {
         "no injection line in stderr:\n{}",
         out.stderr
     );
+    out.stderr
 }
 
 #[test]
@@ -101,6 +103,36 @@ fn out_of_bounds_ext() {
 #[test]
 fn in_bounds_label_ext() {
     fault_case("ext", "in-bounds:keep", "64");
+}
+
+/// `in-bounds:<label>@<offset>` with precision 4 and 1: the child checks that the reported address is
+/// exactly the object's base (from its binding report) plus the offset.
+#[test]
+fn in_bounds_at_an_offset_ext() {
+    let stderr = fault_case("ext", "in-bounds:keep@0x10c", "4");
+    assert!(!stderr.contains("not inside"), "{stderr}");
+}
+
+#[test]
+fn in_bounds_at_an_offset_khr() {
+    let stderr = fault_case("khr", "in-bounds:victim@5", "1");
+    assert!(!stderr.contains("not inside"), "{stderr}");
+}
+
+/// An offset past the object's end: one log line, and the fault is at its middle (checked by the
+/// child), never outside it.
+#[test]
+fn in_bounds_offset_past_the_end_falls_back_to_the_middle() {
+    let stderr = fault_case("ext", "in-bounds:keep@100000", "4");
+    let lines: Vec<_> = drill_lines(&stderr)
+        .into_iter()
+        .filter(|l| l.contains("not inside"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("in-bounds offset 100000") && lines[0].contains("middle"),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -1205,6 +1237,23 @@ fn check_everything_lost(gpu: &Gpu, p: &Probes) {
     }
 }
 
+/// `<label>[@<offset>]` of a scenario's argument, as the tests write it (their labels have no '@').
+fn label_and_offset(scenario: &str) -> (Option<&str>, Option<u64>) {
+    let Some((_, arg)) = scenario.split_once(':') else {
+        return (None, None);
+    };
+    match arg.split_once('@') {
+        Some((label, n)) => {
+            let offset = match n.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => n.parse(),
+            };
+            (Some(label), Some(offset.unwrap()))
+        }
+        None => (Some(arg), None),
+    }
+}
+
 /// Checks a reported fault address against the blamed object's range.
 fn check_address(
     scenario: &str,
@@ -1234,6 +1283,15 @@ fn check_address(
                 lo < base + size && hi >= base,
                 "precision range misses the object"
             );
+            if let (_, Some(offset)) = label_and_offset(scenario) {
+                // Exactly there, or the middle when the offset is not inside the object.
+                let want = if offset < size {
+                    base + offset
+                } else {
+                    base + ((size / 2) & !3)
+                };
+                assert_eq!(addr, want, "in-bounds at offset {offset} of 0x{base:x}");
+            }
             let want = if name == "in-bounds" {
                 vk::DeviceFaultAddressTypeEXT::READ_INVALID
             } else {
@@ -1250,9 +1308,7 @@ fn case_fault(api: Api, scenario: &str, precision: u64, vendor_binary: bool) {
     let (victim, victim_mem) = gpu.buffer(10_000, Some("victim"));
     let probes = probes(&gpu);
     // Without a label the default target is `victim` (bound last, destroyed last).
-    let target_name = scenario
-        .split_once(':')
-        .map_or("victim", |(_, label)| label);
+    let target_name = label_and_offset(scenario).0.unwrap_or("victim");
     let target = if target_name == "keep" { keep } else { victim };
     if scenario.starts_with("use-after-free") {
         // Past the threshold but nothing freed yet: no fault.

@@ -42,7 +42,8 @@ pub(crate) struct Target {
     pub name: Option<String>,
     pub range: Range,
     /// Where a use-after-free faults: a point of the freed range that no live buffer or image covers
-    /// (a GPU cannot page-fault at an address that is mapped again); `None` means the range middle.
+    /// (a GPU cannot page-fault at an address that is mapped again); for in-bounds, base + the
+    /// requested offset. `None` means the range middle.
     pub fault_at: Option<u64>,
 }
 
