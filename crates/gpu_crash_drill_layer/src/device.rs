@@ -250,13 +250,18 @@ pub(crate) unsafe extern "system" fn destroy_image(
 }
 
 /// Records successful binds at the layer's own addresses (unless the driver reports its own, which
-/// `native.rs` learns during the call down).
+/// `native.rs` learns during the call down; then only each bind's memory offset is recorded, to
+/// place images the driver reports at their whole memory block).
 fn record_binds(
     dev: &DeviceData,
     ty: vk::ObjectType,
     binds: impl Iterator<Item = (u64, u64, u64)>,
 ) {
     if dev.extensions.binding_report_native {
+        let mut st = dev.lock();
+        for (handle, _, offset) in binds.filter(|&(_, memory, _)| memory != 0) {
+            st.tracker.note_bind_offset(ty, handle, offset);
+        }
         return;
     }
     let events: Vec<_> = {

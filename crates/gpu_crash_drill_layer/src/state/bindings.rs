@@ -72,8 +72,52 @@ fn describe(object_type: vk::ObjectType, handle: u64, name: Option<&str>) -> Str
 struct Resource {
     requirement_size: u64,
     bound: Option<Range>,
+    /// `bound` came from the driver's own binding report ([`DeviceTracker::observe`]), not from the
+    /// layer's addresses.
+    reported: bool,
+    /// `memoryOffset` of the object's successful bind, once the bind call returned.
+    memory_offset: Option<u64>,
     /// Order of binding, to find the most recently bound object.
     bind_seq: u64,
+}
+
+impl Resource {
+    /// Where the object lives: its bound range, except for an image the driver reported at its whole
+    /// memory block (see [`placed`]).
+    fn place(&self, object_type: vk::ObjectType) -> Option<Range> {
+        self.bound.map(|range| placed(object_type, range, self))
+    }
+}
+
+/// Where an object whose binding range is `range` really is.
+///
+/// NVIDIA's driver reports an image bind as the start of its memory block with the whole block's size
+/// (e.g. `IMAGE [0x6400000, +128 MiB)` for every texture in a 128 MiB block), not where the image is.
+/// For an image whose reported range is larger than its memory requirement, the image is at the
+/// reported base + the bind's `memoryOffset`, with the requirement size, as long as that fits inside
+/// the reported range (otherwise the report was not a block, and it is kept). The layer's own
+/// addresses (lavapipe) already are memory address + offset with the requirement size: unchanged.
+fn placed(object_type: vk::ObjectType, range: Range, res: &Resource) -> Range {
+    if object_type != vk::ObjectType::IMAGE
+        || !res.reported
+        || res.requirement_size == 0
+        || range.size <= res.requirement_size
+    {
+        return range;
+    }
+    match res.memory_offset {
+        Some(offset)
+            if offset
+                .checked_add(res.requirement_size)
+                .is_some_and(|end| end <= range.size) =>
+        {
+            Range {
+                base: range.base.saturating_add(offset),
+                size: res.requirement_size,
+            }
+        }
+        _ => range,
+    }
 }
 
 /// Per-device address bookkeeping.
@@ -248,6 +292,8 @@ impl DeviceTracker {
             Resource {
                 requirement_size,
                 bound: None,
+                reported: false,
+                memory_offset: None,
                 bind_seq: 0,
             },
         );
@@ -270,6 +316,8 @@ impl DeviceTracker {
             size: res.requirement_size,
         };
         res.bound = Some(range);
+        res.reported = false;
+        res.memory_offset = Some(offset);
         res.bind_seq = seq;
         self.check_watch(object_type, handle, range);
         Some(self.event(
@@ -294,7 +342,7 @@ impl DeviceTracker {
                 vk::DeviceAddressBindingTypeEXT::UNBIND,
                 range,
             );
-            self.remember_freed(object_type, handle, range);
+            self.remember_freed(object_type, handle, placed(object_type, range, &res));
             ev
         });
         self.names.remove(&(object_type, handle));
@@ -327,10 +375,25 @@ impl DeviceTracker {
         };
         if bind {
             res.bound = Some(range);
+            res.reported = true;
             res.bind_seq = seq;
             self.check_watch(object_type, handle, range);
         } else if res.bound.take().is_some() {
-            self.remember_freed(object_type, handle, range);
+            let freed = placed(object_type, range, res);
+            self.remember_freed(object_type, handle, freed);
+        }
+    }
+
+    /// A successful bind of a buffer or image at `offset` in its memory, on a driver that reports the
+    /// addresses itself (its report came during the call, before this): see [`placed`].
+    pub(crate) fn note_bind_offset(
+        &mut self,
+        object_type: vk::ObjectType,
+        handle: u64,
+        offset: u64,
+    ) {
+        if let Some(res) = self.resources.get_mut(&(object_type, handle)) {
+            res.memory_offset = Some(offset);
         }
     }
 
@@ -372,7 +435,9 @@ impl DeviceTracker {
 
     /// Ranges of live buffers and images (memory objects are containers, not mappings of their own).
     fn live_resource_ranges(&self) -> impl Iterator<Item = Range> + '_ {
-        self.resources.values().filter_map(|r| r.bound)
+        self.resources
+            .iter()
+            .filter_map(|(&(ty, _), r)| r.place(ty))
     }
 
     fn is_covered(&self, address: u64, also: &[Range]) -> bool {
@@ -424,7 +489,7 @@ impl DeviceTracker {
         let resources = self
             .resources
             .iter()
-            .filter_map(|(&(ty, h), r)| r.bound.map(|range| (ty, h, range, r.bind_seq)));
+            .filter_map(|(&(ty, h), r)| r.place(ty).map(|range| (ty, h, range, r.bind_seq)));
         let memories = self
             .memories
             .iter()
@@ -565,6 +630,81 @@ mod tests {
         );
         t.destroy_resource(vk::ObjectType::BUFFER, 2);
         assert_eq!(t.freed_target(None).unwrap().range, r(0xdefd_0000_0000));
+    }
+
+    /// NVIDIA reports every image at its memory block's start with the block's size (batch 2 on the
+    /// H200: `shadow_atlas` at 0x14bc00 of a 128 MiB block reported as `IMAGE [0x6400000, +128 MiB)`).
+    #[test]
+    fn an_image_reported_at_its_whole_block_is_placed_at_its_bind_offset() {
+        const MIB: u64 = 1 << 20;
+        let mut t = DeviceTracker::default();
+        let bind = vk::DeviceAddressBindingTypeEXT::BIND;
+        let block = Range {
+            base: 0x640_0000,
+            size: 128 * MIB,
+        };
+        t.observe(vk::ObjectType::DEVICE_MEMORY, 1, bind, block);
+        t.create_resource(vk::ObjectType::IMAGE, 5, 4 * MIB);
+        t.set_name(vk::ObjectType::IMAGE, 5, Some("shadow_atlas".into()));
+        // The driver reports during vkBindImageMemory(image, memory, 0x14bc00); the layer learns the
+        // offset when the call returns.
+        t.observe(vk::ObjectType::IMAGE, 5, bind, block);
+        let atlas = Range {
+            base: 0x640_0000 + 0x14bc00,
+            size: 4 * MIB,
+        };
+        assert_eq!(
+            t.live_target(Some("shadow_atlas"), false).unwrap().range,
+            block
+        );
+        t.note_bind_offset(vk::ObjectType::IMAGE, 5, 0x14bc00);
+        assert_eq!(
+            t.live_target(Some("shadow_atlas"), false).unwrap().range,
+            atlas
+        );
+        // A buffer reported with its own size, at its own address, stays where it was reported.
+        let vb = Range {
+            base: 0xdefd_0000_0000,
+            size: 0x1000,
+        };
+        t.create_resource(vk::ObjectType::BUFFER, 6, 0x1000);
+        t.set_name(vk::ObjectType::BUFFER, 6, Some("vertices".into()));
+        t.observe(vk::ObjectType::BUFFER, 6, bind, vb);
+        t.note_bind_offset(vk::ObjectType::BUFFER, 6, 0x2000);
+        assert_eq!(t.live_target(Some("vertices"), false).unwrap().range, vb);
+        // An offset where the image would not fit inside the reported range: not a block, kept.
+        t.create_resource(vk::ObjectType::IMAGE, 7, 4 * MIB);
+        t.set_name(vk::ObjectType::IMAGE, 7, Some("odd".into()));
+        let odd = Range {
+            base: 0x1000_0000,
+            size: 6 * MIB,
+        };
+        t.observe(vk::ObjectType::IMAGE, 7, bind, odd);
+        t.note_bind_offset(vk::ObjectType::IMAGE, 7, 3 * MIB);
+        assert_eq!(t.live_target(Some("odd"), false).unwrap().range, odd);
+        // Freed, the image is remembered at its place too, and its fault point lies there.
+        t.destroy_resource(vk::ObjectType::IMAGE, 5);
+        let freed = t.freed_target(Some("shadow_atlas")).unwrap();
+        assert_eq!(freed.range, atlas);
+        let at = freed.fault_at.unwrap();
+        assert!(at >= atlas.base && at < atlas.base + atlas.size, "{at:#x}");
+    }
+
+    #[test]
+    fn an_image_at_the_layers_addresses_is_at_memory_plus_offset() {
+        let mut t = DeviceTracker::default();
+        let mem = t.allocate(10, 1 << 24).range;
+        t.create_resource(vk::ObjectType::IMAGE, 5, 1 << 22);
+        t.set_name(vk::ObjectType::IMAGE, 5, Some("shadow_atlas".into()));
+        t.bind_resource(vk::ObjectType::IMAGE, 5, 10, 0x14bc00)
+            .unwrap();
+        assert_eq!(
+            t.live_target(Some("shadow_atlas"), false).unwrap().range,
+            Range {
+                base: mem.base + 0x14bc00,
+                size: 1 << 22
+            }
+        );
     }
 
     #[test]
