@@ -27,9 +27,9 @@ const SCENARIOS: [&str; 6] = [
 /// Arguments of `gpu-crash drill`.
 #[derive(clap::Args)]
 pub struct DrillArgs {
-    /// The fault: use-after-free[:label], out-of-bounds[:label], in-bounds[:label[@offset]], hang,
-    /// hang-in-pass:<pass label>[#n], stall:<ms>. GPU_CRASH_DRILL_LOSS in the environment reaches
-    /// the game, e.g. after-hang:<ms>[@<label>] to lose the device <ms> after a hang.
+    /// The fault: use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]],
+    /// hang, hang-in-pass:<pass label>[#n], stall:<ms>. GPU_CRASH_DRILL_LOSS in the environment
+    /// reaches the game, e.g. after-hang:<ms>[@<label>] to lose the device <ms> after a hang.
     #[arg(long, default_value = "use-after-free")]
     scenario: String,
     /// Queue submissions that pass before the fault (the layer's default: 30).

@@ -9,8 +9,12 @@ use crate::log::log_line;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Scenario {
     /// A queue submission after the target was unbound loses the device; the fault address lies inside
-    /// the target's freed range.
-    UseAfterFree(Option<String>),
+    /// the target's freed range: `offset` bytes past its base (the most recently unbound object named
+    /// `label`), or a point of it that no live object covers (also when `offset` is not inside it).
+    UseAfterFree {
+        label: Option<String>,
+        offset: Option<u64>,
+    },
     /// The fault address is the first byte past the end of a live target.
     OutOfBounds(Option<String>),
     /// The fault address is inside a live target (a read fault): `offset` bytes past its base, or its
@@ -34,7 +38,7 @@ impl Scenario {
     /// The label the scenario is restricted to, if any.
     pub(crate) fn label(&self) -> Option<&str> {
         match self {
-            Scenario::UseAfterFree(l)
+            Scenario::UseAfterFree { label: l, .. }
             | Scenario::OutOfBounds(l)
             | Scenario::InBounds { label: l, .. } => l.as_deref(),
             Scenario::Hang | Scenario::Stall(_) | Scenario::HangInPass(_) => None,
@@ -49,7 +53,11 @@ impl Scenario {
             Scenario::InBounds {
                 label: Some(label),
                 offset: Some(offset),
-            } => format!("in-bounds:{label}@{offset}"),
+            }
+            | Scenario::UseAfterFree {
+                label: Some(label),
+                offset: Some(offset),
+            } => format!("{}:{label}@{offset}", self.name()),
             s => match s.label() {
                 Some(l) => format!("{}:{l}", s.name()),
                 None => s.name().to_string(),
@@ -66,7 +74,7 @@ impl Scenario {
     /// Stable name, as written in `GPU_CRASH_DRILL`.
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Scenario::UseAfterFree(_) => "use-after-free",
+            Scenario::UseAfterFree { .. } => "use-after-free",
             Scenario::OutOfBounds(_) => "out-of-bounds",
             Scenario::InBounds { .. } => "in-bounds",
             Scenario::Hang => "hang",
@@ -78,7 +86,7 @@ impl Scenario {
     /// Code put into `vendorFaultCode` so tools can tell the scenarios apart.
     pub(crate) fn vendor_code(&self) -> u64 {
         match self {
-            Scenario::UseAfterFree(_) => 1,
+            Scenario::UseAfterFree { .. } => 1,
             Scenario::OutOfBounds(_) => 2,
             Scenario::InBounds { .. } => 3,
             Scenario::Hang => 4,
@@ -100,8 +108,8 @@ pub(crate) fn hang_in_pass_target(arg: &str) -> (&str, u32) {
     }
 }
 
-/// `in-bounds:<label>[@<offset>]`: the label, and the byte offset from the object's base the fault
-/// address is at (decimal or `0x` hex). Debug names may contain '@', so only a last '@' followed by a
+/// `in-bounds:<label>[@<offset>]` and `use-after-free:<label>[@<offset>]`: the label, and the byte
+/// offset from the object's base the fault address is at (decimal or `0x` hex). Debug names may contain '@', so only a last '@' followed by a
 /// number (and preceded by a non-empty label) separates them; otherwise it all is the label.
 pub(crate) fn in_bounds_target(arg: &str) -> (&str, Option<u64>) {
     match arg.rsplit_once('@') {
@@ -110,6 +118,22 @@ pub(crate) fn in_bounds_target(arg: &str) -> (&str, Option<u64>) {
             None => (arg, None),
         },
         _ => (arg, None),
+    }
+}
+
+/// The memory scenario `name` (`use-after-free`, `out-of-bounds` or `in-bounds`) with `arg`, what
+/// follows `<name>:` in `GPU_CRASH_DRILL`: `<label>[@<offset>]` for the two that take an offset, the
+/// label (`@` and all) for `out-of-bounds`. `None` for any other name.
+pub(crate) fn memory_scenario(name: &str, arg: Option<&str>) -> Option<Scenario> {
+    let (label, offset) = match arg.map(in_bounds_target) {
+        Some((l, offset)) => (Some(l.to_string()), offset),
+        None => (None, None),
+    };
+    match name {
+        "use-after-free" => Some(Scenario::UseAfterFree { label, offset }),
+        "in-bounds" => Some(Scenario::InBounds { label, offset }),
+        "out-of-bounds" => Some(Scenario::OutOfBounds(arg.map(String::from))),
+        _ => None,
     }
 }
 
@@ -199,14 +223,8 @@ impl Config {
                 None => (s, None),
             };
             match name.to_ascii_lowercase().as_str() {
-                "use-after-free" => Some(Scenario::UseAfterFree(label)),
-                "out-of-bounds" => Some(Scenario::OutOfBounds(label)),
-                "in-bounds" => {
-                    let (label, offset) = match label.as_deref().map(in_bounds_target) {
-                        Some((l, offset)) => (Some(l.to_string()), offset),
-                        None => (None, None),
-                    };
-                    Some(Scenario::InBounds { label, offset })
+                n @ ("use-after-free" | "out-of-bounds" | "in-bounds") => {
+                    memory_scenario(n, label.as_deref())
                 }
                 "hang" if label.is_none() => Some(Scenario::Hang),
                 "hang" => {
@@ -237,8 +255,8 @@ impl Config {
                 },
                 _ => {
                     log(&format!(
-                        "GPU_CRASH_DRILL={s}: unknown scenario (expected use-after-free[:label], \
-                         out-of-bounds[:label], in-bounds[:label[@offset]], hang, stall:<ms> or \
+                        "GPU_CRASH_DRILL={s}: unknown scenario (expected \
+                         use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]], hang, stall:<ms> or \
                          hang-in-pass:<label>); no fault will be injected"
                     ));
                     None
@@ -339,7 +357,7 @@ fn parse_loss(value: &str, scenario: Option<&Scenario>, log: &mut dyn FnMut(&str
     };
     let applies = match (&mode, scenario) {
         (_, None) => true,
-        (LossMode::AfterRebind, Some(s)) => matches!(s, Scenario::UseAfterFree(_)),
+        (LossMode::AfterRebind, Some(s)) => matches!(s, Scenario::UseAfterFree { .. }),
         (_, Some(s)) => matches!(s, Scenario::Hang | Scenario::HangInPass(_)),
     };
     if applies {
@@ -479,7 +497,10 @@ mod tests {
         );
         assert_eq!(
             c.scenario,
-            Some(Scenario::UseAfterFree(Some("particles".into())))
+            Some(Scenario::UseAfterFree {
+                label: Some("particles".into()),
+                offset: None
+            })
         );
         assert_eq!(c.api, FaultApi::Khr);
         assert_eq!((c.after, c.precision), (3, 256));
@@ -566,6 +587,44 @@ mod tests {
                 .scenario,
             Some(Scenario::OutOfBounds(Some("keep@4".into())))
         );
+    }
+
+    #[test]
+    fn use_after_free_takes_an_optional_offset_like_in_bounds() {
+        let uaf = |s: &str| {
+            let (c, lines) = parse(Some(s), None, None, None);
+            assert!(lines.is_empty(), "{s}: {lines:?}");
+            match c.scenario {
+                Some(Scenario::UseAfterFree { label, offset }) => (label, offset),
+                other => panic!("{s}: {other:?}"),
+            }
+        };
+        let at = |label: &str, offset: Option<u64>| (Some(label.to_string()), offset);
+        assert_eq!(uaf("use-after-free:victim@20"), at("victim", Some(20)));
+        assert_eq!(uaf("use-after-free:victim@0x1C"), at("victim", Some(0x1c)));
+        assert_eq!(uaf("use-after-free:victim"), at("victim", None));
+        assert_eq!(uaf("use-after-free"), (None, None));
+        assert_eq!(
+            uaf("use-after-free:frame@uniforms@0x40"),
+            at("frame@uniforms", Some(0x40))
+        );
+        for bad in ["user@host", "keep@", "keep@-4", "@4", "a@1@b"] {
+            assert_eq!(
+                uaf(&format!("use-after-free:{bad}")),
+                at(bad, None),
+                "{bad}"
+            );
+        }
+        let display = |s: &str| {
+            parse(Some(s), None, None, None)
+                .0
+                .scenario
+                .unwrap()
+                .display()
+        };
+        assert_eq!(display("use-after-free:a@b@0x10"), "use-after-free:a@b@16");
+        assert_eq!(display("use-after-free:a@b"), "use-after-free:a@b");
+        assert_eq!(display("use-after-free"), "use-after-free");
     }
 
     #[test]

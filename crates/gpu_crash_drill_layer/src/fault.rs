@@ -25,9 +25,9 @@ use vulkan_fault_ffi::{
 use crate::config::{LossMode, Scenario};
 use crate::dispatch::{DeviceData, DeviceState};
 use crate::log::log_line;
-use crate::state::bindings::Target;
+use crate::state::bindings::{DeviceTracker, Target};
 use crate::state::fault::{
-    copy_c_string, FaultAddress, FaultRecord, VendorEntry, WaitInjection, REBIND_LIMIT,
+    copy_c_string, FaultAddress, FaultRecord, FaultState, VendorEntry, WaitInjection, REBIND_LIMIT,
     VENDOR_CODE_RESET,
 };
 
@@ -330,7 +330,10 @@ pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
             st.fault.note_hang(queue);
             return SubmitAction::Swallow;
         }
-        Scenario::UseAfterFree(label) => st.tracker.freed_target(label.as_deref()),
+        Scenario::UseAfterFree { label, offset } => {
+            let st = &mut *st;
+            freed_target(&st.tracker, &mut st.fault, label.as_deref(), *offset)
+        }
         Scenario::OutOfBounds(label) => st.tracker.live_target(label.as_deref(), true),
         Scenario::InBounds { label, offset } => st
             .tracker
@@ -352,7 +355,7 @@ pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
         return SubmitAction::CallDown;
     };
     let record = memory_fault(&scenario, &target, precision);
-    if config.loss == LossMode::AfterRebind && matches!(scenario, Scenario::UseAfterFree(_)) {
+    if config.loss == LossMode::AfterRebind && matches!(scenario, Scenario::UseAfterFree { .. }) {
         // The GPU "dies" here but the loss surfaces only once the freed address is mapped again,
         // as when a driver notices the fault late (the race the plugin must handle).
         let at = record.address.map_or(0, |a| a.reported_address);
@@ -495,6 +498,39 @@ fn at_offset(mut target: Target, offset: Option<u64>) -> Target {
         ));
     }
     target
+}
+
+/// The object a use-after-free blames. With a label and an offset: the most recently unbound object of
+/// that name, faulting at exactly its base + `offset` (whatever covers that address now). An offset the
+/// object does not cover logs one line (once per device) and falls back to what happens without one:
+/// a point of a freed range of that name that no live object covers.
+fn freed_target(
+    tracker: &DeviceTracker,
+    fault: &mut FaultState,
+    label: Option<&str>,
+    offset: Option<u64>,
+) -> Option<Target> {
+    if let (Some(label), Some(offset)) = (label, offset) {
+        if let Some(t) = tracker.last_freed(label) {
+            let r = t.range;
+            if offset < r.size {
+                return Some(Target {
+                    fault_at: Some(r.base + offset),
+                    ..t
+                });
+            }
+            if !fault.offset_warned {
+                fault.offset_warned = true;
+                log_line(&format!(
+                    "use-after-free offset {offset} (0x{offset:x}) is not inside {} ({} bytes); \
+                     faulting at a point of its freed range that no live object covers instead",
+                    t.describe(),
+                    r.size
+                ));
+            }
+        }
+    }
+    tracker.freed_target(label)
 }
 
 /// Builds the record of a memory fault on `target`.
@@ -901,9 +937,56 @@ mod tests {
                 .unwrap();
             assert_eq!(inb.reported_address, 0x1_0001_0800);
         }
-        let uaf = memory_fault(&Scenario::UseAfterFree(None), &t, 256);
+        let uaf = memory_fault(
+            &Scenario::UseAfterFree {
+                label: None,
+                offset: None,
+            },
+            &t,
+            256,
+        );
         assert!(uaf.abort_message.ends_with("particles"));
         assert_eq!(uaf.address.unwrap().precision, 256);
+    }
+
+    #[test]
+    fn use_after_free_at_an_offset_is_exactly_base_plus_offset_of_the_last_freed() {
+        let mut tracker = DeviceTracker::default();
+        let mut fault = FaultState::default();
+        let mem = tracker.allocate(10, 1 << 20).range;
+        for (handle, offset, size) in [(20u64, 0u64, 0x2000u64), (21, 0x4000, 0x1000)] {
+            tracker.create_resource(vk::ObjectType::BUFFER, handle, size);
+            tracker.set_name(vk::ObjectType::BUFFER, handle, Some("slab".into()));
+            tracker.bind_resource(vk::ObjectType::BUFFER, handle, 10, offset);
+        }
+        tracker.destroy_resource(vk::ObjectType::BUFFER, 20);
+        tracker.destroy_resource(vk::ObjectType::BUFFER, 21);
+        // A live buffer took over the place base + 0x10 of the last freed "slab": still exactly there.
+        tracker.create_resource(vk::ObjectType::BUFFER, 22, 0x100);
+        tracker.bind_resource(vk::ObjectType::BUFFER, 22, 10, 0x4000);
+        let t = freed_target(&tracker, &mut fault, Some("slab"), Some(0x10)).unwrap();
+        assert_eq!((t.handle, t.fault_at), (21, Some(mem.base + 0x4010)));
+        let uaf = Scenario::UseAfterFree {
+            label: Some("slab".into()),
+            offset: Some(0x10),
+        };
+        let a = memory_fault(&uaf, &t, 4).address.unwrap();
+        assert_eq!(a.reported_address, mem.base + 0x4010);
+        assert_eq!(a.address_type, vk::DeviceFaultAddressTypeEXT::WRITE_INVALID);
+        let last = freed_target(&tracker, &mut fault, Some("slab"), Some(0xfff)).unwrap();
+        assert_eq!(last.fault_at, Some(mem.base + 0x4fff));
+        assert!(!fault.offset_warned);
+        // Not inside the last freed one (0x1000 bytes): what happens without an offset, logged once.
+        let without = freed_target(&tracker, &mut fault, Some("slab"), None).unwrap();
+        let fallback = freed_target(&tracker, &mut fault, Some("slab"), Some(0x1000)).unwrap();
+        assert_eq!(
+            (fallback.handle, fallback.fault_at),
+            (without.handle, without.fault_at)
+        );
+        assert_ne!(fallback.fault_at, Some(mem.base + 0x5000));
+        assert!(fault.offset_warned);
+        // No object of that name freed yet: no target.
+        assert!(freed_target(&tracker, &mut fault, Some("other"), Some(0)).is_none());
     }
 
     #[test]

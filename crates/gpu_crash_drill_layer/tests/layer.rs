@@ -135,6 +135,36 @@ fn in_bounds_offset_past_the_end_falls_back_to_the_middle() {
     );
 }
 
+/// `use-after-free:<label>@<offset>`: the child checks that the reported address is exactly the freed
+/// object's base (from its binding report) plus the offset.
+#[test]
+fn use_after_free_at_an_offset_ext() {
+    let stderr = fault_case("ext", "use-after-free:keep@0x10c", "4");
+    assert!(!stderr.contains("not inside"), "{stderr}");
+}
+
+#[test]
+fn use_after_free_at_an_offset_khr() {
+    let stderr = fault_case("khr", "use-after-free:victim@5", "1");
+    assert!(!stderr.contains("not inside"), "{stderr}");
+}
+
+/// An offset past the freed object's end: one log line, and the fault is where it would be without
+/// an offset (the middle of the freed range here, which nothing took over; checked by the child).
+#[test]
+fn use_after_free_offset_past_the_end_falls_back() {
+    let stderr = fault_case("ext", "use-after-free:keep@100000", "4");
+    let lines: Vec<_> = drill_lines(&stderr)
+        .into_iter()
+        .filter(|l| l.contains("not inside"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("use-after-free offset 100000") && lines[0].contains("no live object"),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn use_after_free_khr() {
     fault_case("khr", "use-after-free", "256");
@@ -1284,13 +1314,14 @@ fn check_address(
                 "precision range misses the object"
             );
             if let (_, Some(offset)) = label_and_offset(scenario) {
-                // Exactly there, or the middle when the offset is not inside the object.
+                // Exactly there, or the middle when the offset is not inside the object (for a
+                // use-after-free: its uncovered middle, as nothing took the freed range over).
                 let want = if offset < size {
                     base + offset
                 } else {
                     base + ((size / 2) & !3)
                 };
-                assert_eq!(addr, want, "in-bounds at offset {offset} of 0x{base:x}");
+                assert_eq!(addr, want, "{name} at offset {offset} of 0x{base:x}");
             }
             let want = if name == "in-bounds" {
                 vk::DeviceFaultAddressTypeEXT::READ_INVALID

@@ -433,6 +433,16 @@ impl DeviceTracker {
             })
     }
 
+    /// The most recently unbound object named `label` (any type), whatever now covers its range:
+    /// `use-after-free:<label>@<offset>` faults exactly where it was asked to.
+    pub(crate) fn last_freed(&self, label: &str) -> Option<Target> {
+        self.freed
+            .iter()
+            .rev()
+            .find(|t| t.name.as_deref() == Some(label))
+            .cloned()
+    }
+
     /// Ranges of live buffers and images (memory objects are containers, not mappings of their own).
     fn live_resource_ranges(&self) -> impl Iterator<Item = Range> + '_ {
         self.resources

@@ -93,6 +93,8 @@ pub(crate) struct FaultState {
     pub(crate) record: Option<FaultRecord>,
     pub(crate) khr_pending: Vec<DeviceFaultInfoKHR>,
     pub(crate) label_warned: bool,
+    /// `use-after-free:<label>@<offset>` with an offset outside the freed object was logged.
+    pub(crate) offset_warned: bool,
     pub(crate) wait: WaitInjection,
     /// `hang-in-pass`: matching labels seen after the threshold (the wait goes at the wanted one).
     pub(crate) hang_labels_seen: u32,
