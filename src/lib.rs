@@ -45,6 +45,7 @@
 // started: nothing would call it.
 #![cfg_attr(not(feature = "vulkan"), allow(dead_code, unused_imports))]
 
+mod assets;
 mod breadcrumbs;
 mod capture;
 mod crash;
@@ -95,6 +96,17 @@ pub mod __test_support {
 
 use index::{AddressIndex, IndexerHandle};
 
+/// What [`GpuCrashReporter::indexed_assets`] returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexedAssets {
+    /// Meshes whose vertex or index data lies in a mesh slab.
+    pub meshes: usize,
+    /// Image assets with a Vulkan image.
+    pub images: usize,
+    /// Heap bytes of the asset map, approximately.
+    pub bytes: usize,
+}
+
 /// The reporter's live state, in both the main and the render world.
 #[derive(Resource, Clone)]
 pub struct GpuCrashReporter {
@@ -139,6 +151,20 @@ impl GpuCrashReporter {
     pub fn indexed_ranges(&self) -> (usize, usize) {
         let index = self.index();
         (index.live_len(), index.freed_len())
+    }
+
+    /// Bevy assets the reporter can name on the current render device: meshes placed in Bevy's mesh
+    /// slabs, image assets, and the heap bytes that map holds (see BENCHMARKS.md for bytes per entry).
+    pub fn indexed_assets(&self) -> IndexedAssets {
+        let Some(session) = self.sessions.current() else {
+            return IndexedAssets::default();
+        };
+        let map = session.assets.lock();
+        IndexedAssets {
+            meshes: map.mesh_count(),
+            images: map.image_count(),
+            bytes: map.memory(),
+        }
     }
 
     /// Binding events the ring had to drop because it was full (never silently lost).

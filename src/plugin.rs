@@ -255,6 +255,7 @@ impl Plugin for GpuCrashReporterPlugin {
             reports.clone(),
             outbox,
         );
+        crate::assets::observe_users(app, crash.asset_users.clone());
         app.insert_resource(reporter)
             .insert_resource(reports)
             .insert_resource(sessions)
@@ -301,6 +302,10 @@ impl Plugin for GpuCrashReporterPlugin {
         let crash = app.world().resource::<CrashHandling>().clone();
         let sessions = app.world().resource::<DeviceSessions>().clone();
         hook_render_errors(app.world_mut());
+        let asset_paths = app
+            .world()
+            .get_resource::<AssetServer>()
+            .map(|server| crate::assets::AssetPaths(server.clone()));
         if let Some(render_app) = app.get_sub_app_mut(RenderApp) {
             render_app
                 .insert_resource(capabilities)
@@ -326,6 +331,10 @@ impl Plugin for GpuCrashReporterPlugin {
                     ),
                 );
             crate::breadcrumbs::install(render_app, sessions);
+            crate::assets::install(render_app);
+            if let Some(paths) = asset_paths {
+                render_app.insert_resource(paths);
+            }
         }
     }
 }
@@ -396,9 +405,17 @@ fn start_device_session(
             None
         }
     };
-    let session = crash
-        .sessions
-        .start(generation, device.clone(), capabilities.clone(), timeline);
+    // A new device starts an empty asset map: Bevy's mesh allocator (slab ids) and images are
+    // rebuilt with it.
+    let assets = crate::assets::SharedAssetMap::default();
+    commands.insert_resource(assets.clone());
+    let session = crash.sessions.start(
+        generation,
+        device.clone(),
+        capabilities.clone(),
+        timeline,
+        assets,
+    );
     if session.generation > 1 {
         info!(
             "GPU crash reporter: watching render device {} (after renderer recovery)",

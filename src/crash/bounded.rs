@@ -17,3 +17,22 @@ pub(crate) fn with_timeout<T: Send + 'static>(
         .ok()?;
     receive.recv_timeout(timeout).ok()
 }
+
+/// Takes `mutex` if it comes free within `wait`, polling: at crash time a lock held by the game's
+/// threads for long (they may be stuck) must not hold the report back. A poisoned lock is taken.
+pub(crate) fn try_lock_for<T>(
+    mutex: &std::sync::Mutex<T>,
+    wait: Duration,
+) -> Option<std::sync::MutexGuard<'_, T>> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        match mutex.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}

@@ -126,6 +126,8 @@ pub(crate) struct CrashHandling {
     pub crash_loop: CrashLoopLimit,
     pub reports: GpuCrashReports,
     pub outbox: Outbox,
+    /// Entities using each mesh (main-world observers), for reports naming a mesh.
+    pub asset_users: crate::assets::AssetUsers,
     log: Arc<Mutex<CrashLog>>,
     /// Uploads running on their own threads; the app's exit waits for them (bounded).
     uploads: RunningUploads,
@@ -156,6 +158,7 @@ impl CrashHandling {
             crash_loop,
             reports,
             outbox,
+            asset_users: crate::assets::AssetUsers::default(),
             log: Arc::default(),
             uploads: RunningUploads::default(),
         }
@@ -325,6 +328,8 @@ impl CrashHandling {
             timeline: session.timeline.as_ref(),
             cut,
             device_generation: session.generation,
+            assets: Some(&session.assets),
+            asset_users: Some(&self.asset_users),
         };
         let mut index = self.reporter.index();
         let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);

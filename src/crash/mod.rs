@@ -1,7 +1,7 @@
 //! Crash handling: per-device sessions, the hang watchdog, and the path from a device loss or a stall
 //! to a report on disk and in the outbox.
 
-mod bounded;
+pub(crate) mod bounded;
 mod exit;
 pub(crate) mod frames;
 mod handler;

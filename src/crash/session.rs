@@ -20,6 +20,8 @@ pub(crate) struct DeviceSession {
     pub capabilities: GpuCrashCapabilities,
     /// GPU-written progress; `None` where the marker memory could not be made (watchdog off).
     pub timeline: Option<GpuTimeline>,
+    /// Bevy assets behind this device's buffers and images (fed by the render world).
+    pub assets: crate::assets::SharedAssetMap,
     loss_reported: AtomicBool,
     /// Set once this device's loss report is written and queued (after `loss_reported`).
     loss_report_done: AtomicBool,
@@ -118,12 +120,14 @@ impl DeviceSessions {
         device: RenderDevice,
         capabilities: GpuCrashCapabilities,
         timeline: Option<GpuTimeline>,
+        assets: crate::assets::SharedAssetMap,
     ) -> Arc<DeviceSession> {
         let session = Arc::new(DeviceSession {
             generation,
             device,
             capabilities,
             timeline,
+            assets,
             loss_reported: AtomicBool::new(false),
             loss_report_done: AtomicBool::new(false),
             pending_hang: Mutex::new(None),

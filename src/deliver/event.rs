@@ -23,6 +23,7 @@ use super::{redacted_report, DeliverySettings};
 use crate::capture::BindingKind;
 use crate::report::{
     BindingEventEntry, BreadcrumbState, CrashKind, CrashReport, Culprit, FaultEntry, FrameTiming,
+    GpuAsset,
 };
 
 /// Exception type of a device loss.
@@ -67,7 +68,9 @@ pub fn blamed(report: &CrashReport) -> Option<&Culprit> {
 /// the same bug on many machines groups into one issue, and hangs in different passes are different
 /// issues.
 ///
-/// The culprit is the [`blamed`] object's label when it has a name (`buffer "particles"`); an
+/// The culprit is the [`blamed`] object's Bevy asset when known (`mesh_vertex_data
+/// "models/tree.glb#Mesh3/Primitive0"`, replacing the slab buffer's label), else its label when it
+/// has a name (`buffer "particles"`); an
 /// unnamed one is `"<TYPE> (unnamed)"`, because its label contains a handle that differs per run.
 /// Without a fault address the verdict is `"no_fault_address"`; without a culprit it is `"unknown"`.
 pub fn fingerprint(report: &CrashReport) -> Vec<String> {
@@ -76,6 +79,8 @@ pub fn fingerprint(report: &CrashReport) -> Vec<String> {
         .first()
         .map_or("no_fault_address", |f| f.verdict.as_str());
     let culprit = match blamed(report) {
+        // The asset, not the slab buffer: slab numbers differ between runs and players.
+        Some(c) if c.asset.is_some() => c.asset.as_ref().map(GpuAsset::fingerprint_part).unwrap(),
         Some(c) if c.name.is_some() => c.label.clone(),
         Some(c) => format!("{} (unnamed)", c.object_type),
         None => "unknown".to_owned(),
@@ -331,6 +336,13 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     );
     if let Some(name) = culprit.and_then(|c| c.name.clone()) {
         tag("gpu.culprit", name);
+    }
+    if let Some(asset) = culprit.and_then(|c| c.asset.as_ref()) {
+        tag(
+            "gpu.asset",
+            asset.path.clone().unwrap_or_else(|| asset.asset_id.clone()),
+        );
+        tag("gpu.asset_kind", asset.kind.as_str().to_owned());
     }
     if let Some(stage) = &report.gpu_stage {
         tag(PASS_CATEGORY, stage.clone());

@@ -9,6 +9,7 @@ use super::{
 };
 use crate::index::{allocator_names, object_type_name, AddressIndex};
 use crate::progress::{FrameEntry, GpuTimeline, Stall};
+use crate::resolve::assets::{name_assets, AssetLookup};
 use crate::resolve::{label, resolve, ResolveContext};
 use crate::vulkan::fault::{parse_vendor_binary, RawFaultInfo};
 use crate::vulkan::GpuCrashCapabilities;
@@ -31,6 +32,10 @@ pub(crate) struct CrashContext<'a> {
     pub cut: Option<u64>,
     /// Which device of this run (1 = the first).
     pub device_generation: u32,
+    /// The device's asset map (meshes in slabs, image assets), to name the asset of each culprit.
+    pub assets: Option<&'a crate::assets::SharedAssetMap>,
+    /// Entities using each mesh.
+    pub asset_users: Option<&'a crate::assets::AssetUsers>,
 }
 
 /// Ring position of a device loss: binding events from there on came after the fault and are not
@@ -101,11 +106,31 @@ pub(crate) fn build_report(
         .iter()
         .map(|e| BindingEventEntry::from_indexed(e, now))
         .collect();
-    let faults: Vec<_> = raw
+    let mut faults: Vec<_> = raw
         .addresses
         .iter()
         .map(|&a| resolve(&resolve_ctx, a))
         .collect();
+    if let (Some(assets), false) = (ctx.assets, faults.is_empty()) {
+        match assets.lock_for_crash() {
+            Some(map) => {
+                let lookup = AssetLookup {
+                    map: &map,
+                    users: ctx.asset_users,
+                    cut: as_of,
+                    now,
+                    frame: ctx.frame,
+                };
+                for fault in &mut faults {
+                    name_assets(fault, &lookup);
+                }
+            }
+            None => notes.push(
+                "asset names left out: the render thread held the asset map (it may be stuck)"
+                    .into(),
+            ),
+        }
+    }
     if kind == CrashKind::DeviceLost && faults.is_empty() {
         notes.push(if ctx.capabilities.has_device_fault() {
             "the driver reported no fault address".into()
@@ -293,6 +318,7 @@ pub(crate) fn add_hang_info(
                 ),
                 opaque_capture_address: None,
                 capture_replay_note: Some(crate::resolve::CAPTURE_REPLAY_UNAVAILABLE.to_owned()),
+                asset: None,
             }
         })
         .collect();
@@ -352,6 +378,8 @@ pub(crate) fn hang_report_for_tests() -> CrashReport {
         timeline: None,
         cut: None,
         device_generation: 1,
+        assets: None,
+        asset_users: None,
     };
     build_report(
         CrashKind::GpuHang,
@@ -421,6 +449,8 @@ mod tests {
             timeline: None,
             cut: None,
             device_generation: 1,
+            assets: None,
+            asset_users: None,
         }
     }
 

@@ -12,7 +12,10 @@ mod file;
 pub use crate::capture::BindingKind;
 pub use crate::index::IndexStats;
 pub use crate::progress::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
-pub use crate::resolve::{BindingEventEntry, Culprit, FaultEntry, FaultVerdict, ObjectState};
+pub use crate::resolve::{
+    AssetKind, AssetUser, BindingEventEntry, Culprit, FaultEntry, FaultVerdict, GpuAsset,
+    ObjectState,
+};
 pub use crate::vulkan::fault::{FaultAccess, VendorBinaryHeader, VendorInfo};
 pub use crate::vulkan::GpuCrashCapabilities;
 #[cfg(test)]
@@ -22,7 +25,9 @@ pub use file::{read_report, ReportError};
 pub(crate) use file::{write_atomically, write_atomically_locked, write_report};
 
 /// Bumped on any incompatible change of [`CrashReport`].
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: culprits name their Bevy asset (`asset`), and a fault in freed mesh bytes of a live slab is
+/// `use_after_free`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// What happened to the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,10 +10,14 @@ use std::time::Instant;
 use ash::vk;
 
 use crate::index::{object_type_name, AddressIndex, ObjectKey};
+pub(crate) mod assets;
 mod model;
 
 pub use crate::vulkan::fault::{FaultAccess, FaultAddress};
-pub use model::{BindingEventEntry, Culprit, FaultEntry, FaultVerdict, ObjectState};
+pub use model::{
+    AssetKind, AssetUser, BindingEventEntry, Culprit, FaultEntry, FaultVerdict, GpuAsset,
+    ObjectState,
+};
 
 /// How far past the end of a live resource an address still counts as its overrun when it is not in
 /// the same memory block (a strided loop overrunning by a few rows, not a wild pointer).
@@ -136,6 +140,7 @@ impl ResolveContext<'_> {
             reason,
             opaque_capture_address: None,
             capture_replay_note: Some(CAPTURE_REPLAY_UNAVAILABLE.to_owned()),
+            asset: None,
         }
     }
 }
@@ -307,6 +312,17 @@ pub fn resolve(ctx: &ResolveContext<'_>, fault: FaultAddress) -> FaultEntry {
     }
 }
 
+/// `read`, `write`, ...: how a summary line names the access.
+pub(crate) fn access_word(access: FaultAccess) -> &'static str {
+    match access {
+        FaultAccess::None => "access",
+        FaultAccess::Read => "read",
+        FaultAccess::Write => "write",
+        FaultAccess::Execute => "execute",
+        FaultAccess::Instruction => "instruction fetch",
+    }
+}
+
 /// The one human line: `GPU fault: write at 0x1000f010 is 16 bytes past the end of buffer
 /// "particles" (live) -> out_of_bounds`.
 pub fn summary_line(
@@ -314,13 +330,7 @@ pub fn summary_line(
     verdict: FaultVerdict,
     culprit: Option<&Culprit>,
 ) -> String {
-    let access = match fault.access {
-        FaultAccess::None => "access",
-        FaultAccess::Read => "read",
-        FaultAccess::Write => "write",
-        FaultAccess::Execute => "execute",
-        FaultAccess::Instruction => "instruction fetch",
-    };
+    let access = access_word(fault.access);
     let place = match (verdict, culprit) {
         (FaultVerdict::OutOfBounds, Some(c)) => format!(
             "is {} bytes past the end of {} (live)",

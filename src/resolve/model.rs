@@ -80,6 +80,112 @@ pub struct Culprit {
     pub opaque_capture_address: Option<u64>,
     /// Why `opaque_capture_address` is missing, when it is.
     pub capture_replay_note: Option<String>,
+    /// The Bevy asset whose bytes the fault address is in (a mesh inside a shared slab buffer, an
+    /// image), when the reporter knows it.
+    #[serde(default)]
+    pub asset: Option<GpuAsset>,
+}
+
+/// What kind of Bevy asset data a culprit's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AssetKind {
+    /// A mesh's vertex data in one of Bevy's mesh slab buffers.
+    MeshVertexData,
+    /// A mesh's index data in one of Bevy's mesh slab buffers.
+    MeshIndexData,
+    /// An image (texture) asset.
+    Image,
+}
+
+impl AssetKind {
+    /// `mesh` or `image`: how a summary line names the asset.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::MeshVertexData | Self::MeshIndexData => "mesh",
+            Self::Image => "image",
+        }
+    }
+
+    /// The snake_case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MeshVertexData => "mesh_vertex_data",
+            Self::MeshIndexData => "mesh_index_data",
+            Self::Image => "image",
+        }
+    }
+}
+
+/// An entity that uses an asset (e.g. a `Mesh3d` of that mesh), as the report lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssetUser {
+    /// The entity, as Bevy prints it (`12v0`).
+    pub entity: String,
+    /// Its `Name`, when it has one.
+    pub name: Option<String>,
+}
+
+/// The Bevy asset a fault address is in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuAsset {
+    /// Mesh vertex data, mesh index data or image.
+    pub kind: AssetKind,
+    /// The asset path (`models/tree.glb#Mesh3/Primitive0`), read when the asset reached the GPU.
+    pub path: Option<String>,
+    /// The asset id (`AssetId<Mesh>{ index: 3, generation: 0}`): the name of an asset without path.
+    pub asset_id: String,
+    /// Why there is no path, when there is none (e.g. added with `Assets::add`).
+    pub no_path: Option<String>,
+    /// Entities using the asset when it was indexed, with their `Name`s (at most a few).
+    pub entities: Vec<AssetUser>,
+    /// How many entities used it in all.
+    pub entity_count: u32,
+    /// Where the asset's bytes lie inside the culprit object, `[first, end)` from its base.
+    pub byte_range: [u64; 2],
+    /// Fault address minus the asset's first byte.
+    pub byte_offset: i64,
+    /// The vertex or index the fault address is in (meshes).
+    pub element: Option<u64>,
+    /// Bytes per vertex or index (meshes).
+    pub element_size: Option<u64>,
+    /// Whether the asset still had these bytes when the GPU faulted.
+    pub state: ObjectState,
+    /// For a freed asset: frames between its removal and the fault.
+    pub freed_frames_ago: Option<u64>,
+    /// For a freed asset: milliseconds between its removal and the fault.
+    pub freed_ms_ago: Option<u64>,
+    /// The object holding it, e.g. `general mesh slab 3`.
+    pub container: String,
+}
+
+impl GpuAsset {
+    /// The path, or the asset id with "(no asset path)".
+    pub fn display_name(&self) -> String {
+        match &self.path {
+            Some(path) => format!("\"{path}\""),
+            None => format!("{} (no asset path)", self.asset_id),
+        }
+    }
+
+    /// `vertex 5`, `index 17` or `byte 4096`: where in the asset the fault is.
+    pub fn place(&self) -> String {
+        let offset = self.byte_offset.max(0) as u64;
+        match (self.kind, self.element) {
+            (AssetKind::MeshVertexData, Some(e)) => format!("vertex {e}"),
+            (AssetKind::MeshIndexData, Some(e)) => format!("index {e}"),
+            _ => format!("byte {offset}"),
+        }
+    }
+
+    /// What groups the same bug across runs: the kind and the path; without a path the kind only
+    /// (asset ids differ between runs).
+    pub fn fingerprint_part(&self) -> String {
+        match &self.path {
+            Some(path) => format!("{} \"{path}\"", self.kind.as_str()),
+            None => format!("{} (no asset path)", self.kind.as_str()),
+        }
+    }
 }
 
 /// One address the driver reported, resolved.

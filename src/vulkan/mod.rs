@@ -11,6 +11,7 @@ pub(crate) mod markers;
 mod messenger;
 mod plan;
 mod probe;
+pub(crate) mod texture;
 
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};

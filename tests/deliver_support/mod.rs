@@ -118,6 +118,7 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
             .into(),
         opaque_capture_address: None,
         capture_replay_note: Some("memory allocated without capture-replay".into()),
+        asset: None,
     };
     let fault = FaultEntry {
         address,

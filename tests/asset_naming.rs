@@ -1,0 +1,755 @@
+//! A fault names the Bevy asset: the mesh inside Bevy's shared slab buffers, the image asset.
+//!
+//! The child is a small game level on lavapipe: a 3D camera and a minimap camera, a shadowed
+//! directional light and two shadowed point lights, meshes loaded from asset paths through a custom
+//! loader (`tests/assets/models/*.mesh`: three of one vertex layout sharing a general slab, one of
+//! another layout, one large enough for a slab of its own), one procedural mesh added with
+//! `Assets::add` (no path), and a textured material whose image is loaded from a path.
+//!
+//! The crash drill layer aims the fault: once the child's render world sees the target mesh placed
+//! in Bevy's `MeshAllocator`, it writes `<slab buffer label>@<byte offset>` (vertex or index 5 of
+//! that mesh) to the layer's aim file (`GPU_CRASH_DRILL_AIM`) and prints the truth it computed from
+//! Bevy's own allocator API; the parent checks the report against that truth.
+
+mod common;
+mod deliver_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::asset::io::Reader;
+use bevy::asset::{AssetLoader, AsyncReadExt, LoadContext, RenderAssetUsages};
+use bevy::core_pipeline::tonemapping::Tonemapping;
+use bevy::mesh::{Indices, PrimitiveTopology};
+use bevy::prelude::*;
+use bevy::render::mesh::allocator::{
+    ElementClass, MeshAllocationKey, MeshAllocator, MeshAllocatorSettings,
+};
+use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat};
+use bevy::render::slab_allocator::{Slab, SlabItemLayout};
+use bevy::render::{Render, RenderApp, RenderSystems};
+use bevy_gpu_crash_reporter::report::{AssetKind, CrashReport, FaultVerdict, ObjectState};
+use bevy_gpu_crash_reporter::GpuCrashReporterPlugin;
+
+/// Which case the child runs.
+const CASE_VAR: &str = "ASSET_NAMING_CASE";
+/// Set: a position-only mesh is placed first, so every slab id of the level moves up by one.
+const SHIFT_VAR: &str = "ASSET_NAMING_SHIFT_SLABS";
+/// The drill's aim file.
+const AIM_VAR: &str = "GPU_CRASH_DRILL_AIM";
+/// The element the mesh cases aim at.
+const ELEMENT: u64 = 5;
+
+/// What the child computed from Bevy's allocator for the fault it aimed.
+#[derive(Debug, PartialEq, Eq)]
+struct Truth {
+    label: String,
+    start: u64,
+    len: u64,
+    element_size: u64,
+    offset: u64,
+}
+
+fn truth(stdout: &str) -> Truth {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TRUTH "))
+        .unwrap_or_else(|| panic!("the child printed no TRUTH line:\n{stdout}"));
+    let field = |key: &str| {
+        line.split(" | ")
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} missing in {line}"))
+            .to_owned()
+    };
+    Truth {
+        label: field("label"),
+        start: field("start").parse().unwrap(),
+        len: field("len").parse().unwrap(),
+        element_size: field("element_size").parse().unwrap(),
+        offset: field("offset").parse().unwrap(),
+    }
+}
+
+struct Run {
+    output: Output,
+    reports: Vec<CrashReport>,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    fn report(&self) -> &CrashReport {
+        assert_eq!(self.reports.len(), 1, "{}", self.stderr());
+        &self.reports[0]
+    }
+}
+
+fn run(name: &str, case: &str, scenario: &str, env: &[(&str, &str)]) -> Run {
+    let dir = common::scratch_dir(&format!("asset-naming-{name}"));
+    let reports_dir = dir.join("reports");
+    let mut command = common::child_command(&reports_dir, Some(scenario));
+    command
+        .env(CASE_VAR, case)
+        .env(AIM_VAR, dir.join("aim"))
+        .env("GPU_CRASH_DRILL_AFTER", "1")
+        // A 4-byte fault range: the report must find the element, not a 4 KiB neighbourhood.
+        .env("GPU_CRASH_DRILL_PRECISION", "4");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("spawn child");
+    let reports = common::read_reports(&reports_dir);
+    Run { output, reports }
+}
+
+/// Runs a mesh case and checks what every mesh case must show; returns the run and the truth.
+fn mesh_case(name: &str, case: &str, scenario: &str, env: &[(&str, &str)]) -> (Run, Truth) {
+    let run = run(name, case, scenario, env);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains("[gpu_crash_drill] injected"),
+        "the drill fired: {stderr}"
+    );
+    let truth = truth(&run.stdout());
+    let fault = &run.report().faults[0];
+    let culprit = fault.culprit.as_ref().expect("a culprit");
+    assert_eq!(culprit.name.as_deref(), Some(truth.label.as_str()));
+    assert_eq!(culprit.offset, truth.offset as i64, "{:#?}", fault);
+    (run, truth)
+}
+
+fn asset_of(report: &CrashReport) -> &bevy_gpu_crash_reporter::report::GpuAsset {
+    let fault = &report.faults[0];
+    fault
+        .culprit
+        .as_ref()
+        .and_then(|c| c.asset.as_ref())
+        .unwrap_or_else(|| panic!("no asset named: {fault:#?}"))
+}
+
+#[test]
+fn a_fault_in_vertex_5_of_a_mesh_in_a_shared_slab_names_the_mesh_path_the_vertex_and_its_bytes() {
+    let (run, truth) = mesh_case("tree-vertex", "tree-vertex", "in-bounds", &[]);
+    let report = run.report();
+    let fault = &report.faults[0];
+    assert_eq!(fault.verdict, FaultVerdict::InsideLiveObject);
+    let asset = asset_of(report);
+    assert_eq!(asset.kind, AssetKind::MeshVertexData);
+    assert_eq!(asset.path.as_deref(), Some("models/tree.mesh"));
+    assert_eq!(asset.element, Some(ELEMENT));
+    assert_eq!(asset.element_size, Some(truth.element_size));
+    assert_eq!(asset.byte_range, [truth.start, truth.start + truth.len]);
+    assert_eq!(asset.state, ObjectState::Live);
+    assert!(truth.label.starts_with("general mesh slab "), "{truth:?}");
+    // Rock, tree and bush share the slab; the tree's bytes do not start it.
+    assert!(truth.start > 0, "{truth:?}");
+    // The entities drawing it, with their names.
+    let mut names: Vec<_> = asset
+        .entities
+        .iter()
+        .filter_map(|e| e.name.as_deref())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["birch", "oak"]);
+    assert_eq!(asset.entity_count, 2);
+    let slab = truth.label.trim_end_matches(" (vertex buffer)");
+    assert_eq!(
+        fault.summary,
+        format!(
+            "GPU fault: read at {:#x} is in vertex 5 of mesh \"models/tree.mesh\" ({slab}) -> \
+             inside_live_object",
+            fault.address
+        )
+    );
+    assert_eq!(report.summary, fault.summary);
+}
+
+#[test]
+fn a_fault_in_index_5_names_the_mesh_index_data() {
+    let (run, truth) = mesh_case("tree-index", "tree-index", "in-bounds", &[]);
+    let asset = asset_of(run.report());
+    assert_eq!(asset.kind, AssetKind::MeshIndexData);
+    assert_eq!(asset.path.as_deref(), Some("models/tree.mesh"));
+    assert_eq!(asset.element, Some(ELEMENT));
+    assert_eq!(asset.element_size, Some(4), "u32 indices");
+    assert_eq!(asset.byte_range, [truth.start, truth.start + truth.len]);
+    assert!(truth.label.ends_with("(index buffer)"), "{truth:?}");
+    assert!(
+        run.report().summary.contains("is in index 5 of mesh"),
+        "{}",
+        run.report().summary
+    );
+}
+
+#[test]
+fn a_mesh_added_with_assets_add_is_named_by_its_id_and_says_it_has_no_path() {
+    let (run, _truth) = mesh_case("procedural", "procedural-vertex", "in-bounds", &[]);
+    let asset = asset_of(run.report());
+    assert_eq!(asset.path, None);
+    assert!(asset.asset_id.starts_with("AssetId<Mesh>"), "{asset:#?}");
+    assert!(
+        asset.no_path.as_deref().unwrap().contains("Assets::add"),
+        "{asset:#?}"
+    );
+    assert!(
+        run.report().summary.contains("(no asset path)"),
+        "{}",
+        run.report().summary
+    );
+}
+
+#[test]
+fn meshes_of_another_layout_and_in_a_large_slab_are_named_too() {
+    let (run, truth) = mesh_case("flag", "flag-vertex", "in-bounds", &[]);
+    assert_eq!(
+        asset_of(run.report()).path.as_deref(),
+        Some("models/flag.mesh")
+    );
+    assert_eq!(truth.element_size, 48, "position, normal, uv and colour");
+    let (run, truth) = mesh_case("terrain", "terrain-vertex", "in-bounds", &[]);
+    let asset = asset_of(run.report());
+    assert_eq!(asset.path.as_deref(), Some("models/terrain.mesh"));
+    assert!(truth.label.starts_with("large mesh slab "), "{truth:?}");
+    assert_eq!((truth.start, asset.element), (0, Some(ELEMENT)));
+}
+
+#[test]
+fn a_fault_in_the_bytes_of_a_removed_mesh_is_a_use_after_free_naming_the_last_tenant() {
+    let (run, _truth) = mesh_case("tree-removed", "tree-removed", "in-bounds", &[]);
+    let report = run.report();
+    let fault = &report.faults[0];
+    assert_eq!(fault.verdict, FaultVerdict::UseAfterFree, "{fault:#?}");
+    let culprit = fault.culprit.as_ref().unwrap();
+    assert_eq!(culprit.state, ObjectState::Live, "the slab buffer lives on");
+    let asset = asset_of(report);
+    assert_eq!(asset.path.as_deref(), Some("models/tree.mesh"));
+    assert_eq!(asset.state, ObjectState::Freed);
+    assert_eq!(asset.element, Some(ELEMENT));
+    assert!(asset.freed_frames_ago.is_some());
+    assert!(
+        fault
+            .summary
+            .contains("of mesh \"models/tree.mesh\" (mesh freed")
+            && fault.summary.ends_with("-> use_after_free"),
+        "{}",
+        fault.summary
+    );
+}
+
+#[test]
+fn a_fault_in_the_old_buffer_of_a_grown_slab_names_the_same_mesh() {
+    let (run, truth) = mesh_case("slab-grown", "slab-grown", "use-after-free", &[]);
+    let report = run.report();
+    let fault = &report.faults[0];
+    assert_eq!(fault.verdict, FaultVerdict::UseAfterFree, "{fault:#?}");
+    let culprit = fault.culprit.as_ref().unwrap();
+    assert_eq!(culprit.state, ObjectState::Freed, "the old slab buffer");
+    let asset = asset_of(report);
+    assert_eq!(asset.path.as_deref(), Some("models/tree.mesh"));
+    assert_eq!(
+        asset.state,
+        ObjectState::Live,
+        "the mesh lives on in the new buffer"
+    );
+    assert_eq!(asset.byte_range, [truth.start, truth.start + truth.len]);
+    assert!(
+        fault.summary.contains(&format!(
+            "of mesh \"models/tree.mesh\" ({}, freed",
+            truth.label.trim_end_matches(" (vertex buffer)")
+        )),
+        "{}",
+        fault.summary
+    );
+}
+
+#[test]
+fn a_fault_in_an_image_names_the_image_asset() {
+    let run = run("image", "image", "in-bounds:terrain_grass@4096", &[]);
+    let report = run.report();
+    let fault = &report.faults[0];
+    assert_eq!(fault.verdict, FaultVerdict::InsideLiveObject, "{fault:#?}");
+    let culprit = fault.culprit.as_ref().unwrap();
+    assert_eq!(culprit.object_type, "IMAGE");
+    let asset = asset_of(report);
+    assert_eq!(asset.kind, AssetKind::Image);
+    assert_eq!(asset.path.as_deref(), Some("textures/grass.img"));
+    assert_eq!(asset.byte_offset, 4096);
+    assert!(
+        fault
+            .summary
+            .contains("is in byte 4096 of image \"textures/grass.img\" (image \"terrain_grass\")"),
+        "{}",
+        fault.summary
+    );
+}
+
+/// Waits until Bugsink has stored the event (it digests in the background).
+fn stored_event(server: &deliver_support::Bugsink, id: &str) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(e) = server.event(id) {
+            return e;
+        }
+        assert!(Instant::now() < until, "event {id} never reached Bugsink");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn in_bugsink_the_asset_is_the_title_and_tag_and_other_slab_numbering_groups_into_one_issue() {
+    let server = deliver_support::bugsink("asset_naming");
+    let dsn = [("SENTRY_DSN", server.dsn.as_str())];
+    let (first, a) = mesh_case("bugsink-a", "tree-vertex", "in-bounds", &dsn);
+    let shifted = [("SENTRY_DSN", server.dsn.as_str()), (SHIFT_VAR, "1")];
+    let (second, b) = mesh_case("bugsink-b", "tree-vertex", "in-bounds", &shifted);
+    assert_ne!(
+        a.label, b.label,
+        "the two runs number their slabs differently"
+    );
+    let ea = stored_event(server, &first.report().id);
+    let eb = stored_event(server, &second.report().id);
+    let data = &ea["data"];
+    assert_eq!(data["tags"]["gpu.asset"], "models/tree.mesh");
+    assert_eq!(data["tags"]["gpu.asset_kind"], "mesh_vertex_data");
+    assert!(
+        data["exception"]["values"][0]["value"]
+            .as_str()
+            .unwrap()
+            .contains("of mesh \"models/tree.mesh\""),
+        "{data:#}"
+    );
+    assert_eq!(
+        data["fingerprint"][3],
+        "mesh_vertex_data \"models/tree.mesh\""
+    );
+    assert_eq!(ea["issue"], eb["issue"], "one bug, one issue");
+    let issue = server
+        .issues()
+        .into_iter()
+        .find(|i| i["id"] == ea["issue"])
+        .expect("issue listed");
+    assert!(
+        issue["calculated_value"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("models/tree.mesh"),
+        "the title names the asset: {issue:#}"
+    );
+}
+
+// ------------------------------------------------------------------------------------ the child
+
+#[test]
+#[ignore = "child process entry point: the tests above start it"]
+fn child() {
+    common::use_runtime_dir();
+    let case = std::env::var(CASE_VAR).unwrap_or_default();
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets");
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin {
+        application_name: Some("asset_naming".into()),
+        ..default()
+    })
+    .add_plugins(common::headless_default_plugins().set(AssetPlugin {
+        file_path: assets.display().to_string(),
+        ..default()
+    }))
+    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+    .init_asset_loader::<GridMeshLoader>()
+    .init_asset_loader::<FillImageLoader>()
+    .add_systems(Startup, level)
+    .add_systems(Update, (change_the_level, stop_after_a_while));
+    common::small_shadow_maps(&mut app);
+    let level = Level::load(&mut app);
+    let (mesh, class) = match case.as_str() {
+        "tree-index" => (level.tree.id(), ElementClass::Index),
+        "procedural-vertex" => (level.procedural.id(), ElementClass::Vertex),
+        "flag-vertex" => (level.flag.id(), ElementClass::Vertex),
+        "terrain-vertex" => (level.terrain.id(), ElementClass::Vertex),
+        _ => (level.tree.id(), ElementClass::Vertex),
+    };
+    app.insert_resource(level);
+    let render = app.sub_app_mut(RenderApp);
+    // Small slabs, as a game with many small meshes might tune them: the terrain gets a slab of its
+    // own, and added meshes grow the general slab.
+    render.insert_resource(MeshAllocatorSettings {
+        slab_allocator_settings: bevy::render::slab_allocator::SlabAllocatorSettings {
+            min_slab_size: 16 * 1024,
+            large_threshold: 256 * 1024,
+            ..default()
+        },
+        ..default()
+    });
+    render
+        .insert_resource(Aim {
+            mesh,
+            class,
+            case,
+            file: std::env::var_os(AIM_VAR).map(PathBuf::from),
+        })
+        .add_systems(Render, aim.in_set(RenderSystems::Cleanup));
+    let exit = app.run();
+    common::exit_process(exit);
+}
+
+/// `grid <n> <pnu|pnuc>`: an n x n vertex grid (position, normal, uv, optionally colour), u32 indices.
+#[derive(Default, TypePath)]
+struct GridMeshLoader;
+
+impl AssetLoader for GridMeshLoader {
+    type Asset = Mesh;
+    type Settings = ();
+    type Error = std::io::Error;
+
+    async fn load(
+        &self,
+        reader: &mut dyn Reader,
+        _: &(),
+        _: &mut LoadContext<'_>,
+    ) -> Result<Mesh, Self::Error> {
+        let mut text = String::new();
+        reader.read_to_string(&mut text).await?;
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, text.clone());
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let (["grid", n, layout] | [n, layout]) = words.as_slice() else {
+            return Err(bad());
+        };
+        let n: u32 = n.parse().map_err(|_| bad())?;
+        Ok(grid(n, *layout == "pnuc"))
+    }
+
+    fn extensions(&self) -> &[&str] {
+        &["mesh"]
+    }
+}
+
+fn grid(n: u32, colour: bool) -> Mesh {
+    let step = 1.0 / (n - 1) as f32;
+    let mut positions = Vec::new();
+    let mut uvs = Vec::new();
+    for z in 0..n {
+        for x in 0..n {
+            let (u, v) = (x as f32 * step, z as f32 * step);
+            positions.push([u - 0.5, 0.0, v - 0.5]);
+            uvs.push([u, v]);
+        }
+    }
+    let mut indices = Vec::new();
+    for z in 0..n - 1 {
+        for x in 0..n - 1 {
+            let i = z * n + x;
+            indices.extend([i, i + n, i + 1, i + 1, i + n, i + n + 1]);
+        }
+    }
+    let count = positions.len();
+    let mut mesh = Mesh::new(
+        PrimitiveTopology::TriangleList,
+        RenderAssetUsages::default(),
+    )
+    .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
+    .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, vec![[0.0, 1.0, 0.0]; count])
+    .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
+    .with_inserted_indices(Indices::U32(indices));
+    if colour {
+        mesh.insert_attribute(Mesh::ATTRIBUTE_COLOR, vec![[1.0, 0.8, 0.2, 1.0]; count]);
+    }
+    mesh
+}
+
+/// `checker <w> <h> <label>`: an sRGB image filled with one colour, with that texture label.
+#[derive(Default, TypePath)]
+struct FillImageLoader;
+
+impl AssetLoader for FillImageLoader {
+    type Asset = Image;
+    type Settings = ();
+    type Error = std::io::Error;
+
+    async fn load(
+        &self,
+        reader: &mut dyn Reader,
+        _: &(),
+        _: &mut LoadContext<'_>,
+    ) -> Result<Image, Self::Error> {
+        let mut text = String::new();
+        reader.read_to_string(&mut text).await?;
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, text.clone());
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let ["checker", w, h, label] = words.as_slice() else {
+            return Err(bad());
+        };
+        let mut image = Image::new_fill(
+            Extent3d {
+                width: w.parse().map_err(|_| bad())?,
+                height: h.parse().map_err(|_| bad())?,
+                depth_or_array_layers: 1,
+            },
+            TextureDimension::D2,
+            &[90, 160, 60, 255],
+            TextureFormat::Rgba8UnormSrgb,
+            RenderAssetUsages::default(),
+        );
+        // One leaked string per loaded image: the label is what the drill aims at.
+        image.texture_descriptor.label = Some(Box::leak(label.to_string().into_boxed_str()));
+        Ok(image)
+    }
+
+    fn extensions(&self) -> &[&str] {
+        &["img"]
+    }
+}
+
+/// The level's assets, loaded (or added) before the first frame.
+#[derive(Resource)]
+struct Level {
+    rock: Handle<Mesh>,
+    tree: Handle<Mesh>,
+    bush: Handle<Mesh>,
+    flag: Handle<Mesh>,
+    terrain: Handle<Mesh>,
+    procedural: Handle<Mesh>,
+    grass: Handle<Image>,
+    /// Position-only mesh placed first when the slabs are to be numbered differently.
+    _first: Option<Handle<Mesh>>,
+}
+
+impl Level {
+    fn load(app: &mut App) -> Level {
+        let first = std::env::var_os(SHIFT_VAR).map(|_| {
+            let points = Mesh::new(PrimitiveTopology::PointList, RenderAssetUsages::default())
+                .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, vec![[0.0f32; 3]; 16]);
+            app.world_mut().resource_mut::<Assets<Mesh>>().add(points)
+        });
+        let procedural = app
+            .world_mut()
+            .resource_mut::<Assets<Mesh>>()
+            .add(Cuboid::new(0.5, 1.0, 0.5));
+        let server = app.world().resource::<AssetServer>();
+        Level {
+            rock: server.load("models/rock.mesh"),
+            tree: server.load("models/tree.mesh"),
+            bush: server.load("models/bush.mesh"),
+            flag: server.load("models/flag.mesh"),
+            terrain: server.load("models/terrain.mesh"),
+            procedural,
+            grass: server.load("textures/grass.img"),
+            _first: first,
+        }
+    }
+}
+
+#[derive(Component)]
+struct Tree;
+
+fn level(
+    mut commands: Commands,
+    level: Res<Level>,
+    mut images: ResMut<Assets<Image>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+) {
+    commands.spawn((
+        common::main_camera(&mut images, 160, 96),
+        Tonemapping::AcesFitted,
+    ));
+    // A minimap.
+    commands.spawn((
+        Name::new("minimap"),
+        Camera3d::default(),
+        Camera {
+            order: 1,
+            ..default()
+        },
+        Tonemapping::AcesFitted,
+        common::offscreen_target(&mut images, 64, 64),
+        Transform::from_xyz(0.0, 12.0, 0.1).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    let grass = materials.add(StandardMaterial {
+        base_color_texture: Some(level.grass.clone()),
+        ..default()
+    });
+    let painted = materials.add(StandardMaterial {
+        base_color: Color::srgb(0.7, 0.3, 0.2),
+        ..default()
+    });
+    commands.spawn((
+        Name::new("terrain"),
+        Mesh3d(level.terrain.clone()),
+        MeshMaterial3d(grass.clone()),
+        Transform::from_scale(Vec3::splat(20.0)),
+    ));
+    for (name, x) in [("oak", -2.0), ("birch", 2.0)] {
+        commands.spawn((
+            Name::new(name),
+            Tree,
+            Mesh3d(level.tree.clone()),
+            MeshMaterial3d(painted.clone()),
+            Transform::from_xyz(x, 1.0, 0.0).with_scale(Vec3::splat(2.0)),
+        ));
+    }
+    for (mesh, x) in [
+        (&level.rock, -4.0),
+        (&level.bush, 4.0),
+        (&level.flag, 0.0),
+        (&level.procedural, 1.0),
+    ] {
+        commands.spawn((
+            Mesh3d(mesh.clone()),
+            MeshMaterial3d(painted.clone()),
+            Transform::from_xyz(x, 0.5, -2.0),
+        ));
+    }
+    commands.spawn((
+        DirectionalLight {
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(3.0, 8.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    for x in [-3.0, 3.0] {
+        commands.spawn((
+            PointLight {
+                intensity: 200_000.0,
+                shadow_maps_enabled: true,
+                ..default()
+            },
+            Transform::from_xyz(x, 3.0, 2.0),
+        ));
+    }
+}
+
+/// `tree-removed`: the trees are cut down (entities despawned, the last handle dropped) once the
+/// level has rendered a while; `slab-grown`: forty more meshes of the tree's layout arrive.
+fn change_the_level(
+    mut commands: Commands,
+    mut level: ResMut<Level>,
+    server: Res<AssetServer>,
+    trees: Query<Entity, With<Tree>>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut frames_loaded: Local<u32>,
+) {
+    if !server.is_loaded_with_dependencies(&level.tree) {
+        return;
+    }
+    *frames_loaded += 1;
+    if *frames_loaded != 20 {
+        return;
+    }
+    match std::env::var(CASE_VAR).as_deref() {
+        Ok("tree-removed") => {
+            for tree in &trees {
+                commands.entity(tree).despawn();
+            }
+            level.tree = Handle::default();
+        }
+        Ok("slab-grown") => {
+            for i in 0..40 {
+                let mesh = meshes.add(grid(8 + i % 3, false));
+                commands.spawn((Mesh3d(mesh), Transform::from_xyz(i as f32 * 0.3, 0.0, 4.0)));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Render world: what the drill should hit, and whether the aim is written.
+#[derive(Resource)]
+struct Aim {
+    mesh: AssetId<Mesh>,
+    class: ElementClass,
+    case: String,
+    file: Option<PathBuf>,
+}
+
+/// Where the target mesh's data was first seen.
+#[derive(Clone, Copy)]
+struct Seen {
+    slab: u32,
+    large: bool,
+    start: u64,
+    len: u64,
+    element_size: u64,
+    buffer_size: u64,
+    frames: u32,
+}
+
+/// Writes the aim once the case's moment has come, and prints the truth it computed.
+fn aim(
+    allocator: Res<MeshAllocator>,
+    aim: Res<Aim>,
+    mut seen: Local<Option<Seen>>,
+    mut written: Local<bool>,
+) {
+    let (Some(file), false) = (&aim.file, *written) else {
+        return;
+    };
+    let key = MeshAllocationKey::new(aim.mesh, aim.class);
+    let now = allocator.key_to_slab.get(&key).and_then(|&slab| {
+        let slice = allocator.slab_allocation_slice(&key, slab)?;
+        let data = allocator.slabs.get(&slab)?;
+        let element_size = data.element_layout().size();
+        Some(Seen {
+            slab: slab.id.get(),
+            large: matches!(data, Slab::LargeObject(_)),
+            start: u64::from(slice.range.start) * element_size,
+            len: u64::from(slice.range.end - slice.range.start) * element_size,
+            element_size,
+            buffer_size: data.buffer_size(),
+            frames: 0,
+        })
+    });
+    match (&mut *seen, now) {
+        (None, Some(now)) => *seen = Some(now),
+        (Some(s), Some(now)) => {
+            s.frames += 1;
+            let fire = match aim.case.as_str() {
+                "slab-grown" => now.buffer_size > s.buffer_size,
+                "tree-removed" => false,
+                _ => s.frames >= 3,
+            };
+            if fire {
+                *written = write_aim(file, s, aim.class);
+            }
+        }
+        (Some(s), None) if aim.case == "tree-removed" => {
+            *written = write_aim(file, s, aim.class);
+        }
+        _ => {}
+    }
+}
+
+fn write_aim(file: &Path, seen: &Seen, class: ElementClass) -> bool {
+    let label = format!(
+        "{} mesh slab {} ({} buffer)",
+        if seen.large { "large" } else { "general" },
+        seen.slab,
+        match class {
+            ElementClass::Index => "index",
+            _ => "vertex",
+        }
+    );
+    let offset = seen.start + ELEMENT * seen.element_size;
+    println!(
+        "TRUTH label={label} | start={} | len={} | element_size={} | offset={offset}",
+        seen.start, seen.len, seen.element_size
+    );
+    // Whole or not at all: the layer reads the file at any submission.
+    let partial = file.with_extension("partial");
+    std::fs::write(&partial, format!("{label}@{offset}\n")).unwrap();
+    std::fs::rename(&partial, file).unwrap();
+    true
+}
+
+/// The drill loses the device long before this; a run that gets here had no fault.
+fn stop_after_a_while(mut frames: Local<u32>, mut exit: MessageWriter<AppExit>) {
+    *frames += 1;
+    if *frames == 900 {
+        eprintln!("asset_naming child: no device loss after 900 frames");
+        exit.write(AppExit::Success);
+    }
+}
