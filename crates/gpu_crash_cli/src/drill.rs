@@ -29,7 +29,9 @@ const SCENARIOS: [&str; 6] = [
 pub struct DrillArgs {
     /// The fault: use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]],
     /// hang, hang-in-pass:<pass label>[#n], stall:<ms>. GPU_CRASH_DRILL_LOSS in the environment
-    /// reaches the game, e.g. after-hang:<ms>[@<label>] to lose the device <ms> after a hang.
+    /// reaches the game, e.g. after-hang:<ms>[@<label>] to lose the device <ms> after a hang; so does
+    /// GPU_CRASH_DRILL_AIM=<file>: the memory scenarios wait until the file's first line gives their
+    /// <label>[@<offset>].
     #[arg(long, default_value = "use-after-free")]
     scenario: String,
     /// Queue submissions that pass before the fault (the layer's default: 30).

@@ -3,6 +3,8 @@
 //! Bad values never stop the application: each one logs a single `[gpu_crash_drill]` line and falls
 //! back to "no fault" (scenario) or the documented default (other knobs).
 
+use std::path::PathBuf;
+
 use crate::log::log_line;
 
 /// Which fault to inject.
@@ -63,6 +65,15 @@ impl Scenario {
                 None => s.name().to_string(),
             },
         }
+    }
+
+    /// True for the scenarios that fault at an object's address (`use-after-free`, `out-of-bounds`,
+    /// `in-bounds`): the ones `GPU_CRASH_DRILL_AIM` can aim.
+    pub(crate) fn is_memory(&self) -> bool {
+        matches!(
+            self,
+            Scenario::UseAfterFree { .. } | Scenario::OutOfBounds(_) | Scenario::InBounds { .. }
+        )
     }
 
     /// True for scenarios that record a `vkCmdWaitEvents` on a layer-owned event into an
@@ -137,6 +148,42 @@ pub(crate) fn memory_scenario(name: &str, arg: Option<&str>) -> Option<Scenario>
     }
 }
 
+/// What the first line of a `GPU_CRASH_DRILL_AIM` file says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AimLine {
+    /// No first line yet (an empty file, or one whose first line is empty): keep waiting, silently.
+    NotYet,
+    /// A first line without a label (blanks only, or `@<offset>`): keep waiting; this is the line.
+    NoLabel(String),
+    /// `scenario` aimed at the line's `<label>[@<offset>]`.
+    Aim(Scenario),
+}
+
+/// Reads the aim of memory scenario `scenario` from `content`, an aim file's text: its first line,
+/// without surrounding blanks, is the scenario's argument as `GPU_CRASH_DRILL=<name>:<argument>` takes
+/// it (`<label>[@<offset>]`, parsed by [`memory_scenario`]) and replaces its label and offset.
+pub(crate) fn aim_line(scenario: &Scenario, content: &str) -> AimLine {
+    let first = content.split('\n').next().unwrap_or_default();
+    let first = first.strip_suffix('\r').unwrap_or(first);
+    if first.is_empty() {
+        return AimLine::NotYet;
+    }
+    let arg = first.trim();
+    // `@<offset>` alone would be a label in `GPU_CRASH_DRILL`, but in an aim it is an offset whose
+    // label the tool forgot.
+    if arg.is_empty()
+        || arg
+            .strip_prefix('@')
+            .is_some_and(|n| parse_offset(n).is_some())
+    {
+        return AimLine::NoLabel(first.to_string());
+    }
+    match memory_scenario(scenario.name(), Some(arg)) {
+        Some(aimed) => AimLine::Aim(aimed),
+        None => AimLine::NoLabel(first.to_string()),
+    }
+}
+
 /// Digits only: `str::parse` would also take a sign (`+5`), which no offset is written with.
 fn parse_offset(s: &str) -> Option<u64> {
     let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
@@ -186,6 +233,9 @@ pub(crate) struct Config {
     /// `GPU_CRASH_DRILL_LOSS`: `after-rebind` applies to `use-after-free`, `after-hang` to the two
     /// hang scenarios; parsing drops a mode that does not apply to the scenario.
     pub loss: LossMode,
+    /// `GPU_CRASH_DRILL_AIM`: a memory scenario fires only once this file's first line gave it its
+    /// `<label>[@<offset>]` (see [`aim_line`]); `None` for the other scenarios.
+    pub aim_file: Option<PathBuf>,
 }
 
 pub(crate) const DEFAULT_AFTER: u64 = 30;
@@ -193,7 +243,7 @@ pub(crate) const DEFAULT_PRECISION: u64 = 4096;
 
 impl Config {
     /// Reads `GPU_CRASH_DRILL`, `GPU_CRASH_DRILL_API`, `GPU_CRASH_DRILL_AFTER`,
-    /// `GPU_CRASH_DRILL_PRECISION`, `GPU_CRASH_DRILL_LOSS`.
+    /// `GPU_CRASH_DRILL_PRECISION`, `GPU_CRASH_DRILL_LOSS`, `GPU_CRASH_DRILL_AIM`.
     pub(crate) fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         Self::parse(
@@ -204,6 +254,26 @@ impl Config {
             var("GPU_CRASH_DRILL_LOSS").as_deref(),
             &mut |line| log_line(line),
         )
+        .with_aim_file(var("GPU_CRASH_DRILL_AIM").as_deref(), &mut |line| {
+            log_line(line)
+        })
+    }
+
+    /// Sets `GPU_CRASH_DRILL_AIM` (a path, taken as written). Only memory scenarios can be aimed: with
+    /// another one it logs one line and is ignored; without a scenario it does nothing.
+    pub(crate) fn with_aim_file(mut self, path: Option<&str>, log: &mut dyn FnMut(&str)) -> Self {
+        self.aim_file = match (path, &self.scenario) {
+            (Some(path), Some(s)) if !s.is_memory() => {
+                log(&format!(
+                    "GPU_CRASH_DRILL_AIM={path} only applies to use-after-free, out-of-bounds and \
+                     in-bounds, not {}; ignored",
+                    s.name()
+                ));
+                None
+            }
+            (path, _) => path.map(PathBuf::from),
+        };
+        self
     }
 
     /// Parses the five values; `log` receives one line per bad value.
@@ -306,6 +376,7 @@ impl Config {
             after,
             precision,
             loss,
+            aim_file: None,
         }
     }
 }
@@ -625,6 +696,85 @@ mod tests {
         assert_eq!(display("use-after-free:a@b@0x10"), "use-after-free:a@b@16");
         assert_eq!(display("use-after-free:a@b"), "use-after-free:a@b");
         assert_eq!(display("use-after-free"), "use-after-free");
+    }
+
+    #[test]
+    fn the_aim_file_applies_to_memory_scenarios_only() {
+        let aim = |scenario: &str| {
+            let mut lines = Vec::new();
+            let c = parse(Some(scenario), None, None, None)
+                .0
+                .with_aim_file(Some("/tmp/drill aim"), &mut |l| lines.push(l.to_string()));
+            (c.aim_file, lines)
+        };
+        for memory in ["use-after-free", "out-of-bounds:x", "in-bounds:y@4"] {
+            assert_eq!(
+                aim(memory),
+                (Some(PathBuf::from("/tmp/drill aim")), vec![]),
+                "{memory}"
+            );
+        }
+        for other in ["hang", "stall:100", "hang-in-pass:main pass"] {
+            let (file, lines) = aim(other);
+            assert_eq!(file, None, "{other}");
+            assert!(
+                lines.len() == 1
+                    && lines[0].contains("GPU_CRASH_DRILL_AIM=/tmp/drill aim only applies to")
+                    && lines[0].ends_with("; ignored"),
+                "{other}: {lines:?}"
+            );
+        }
+        let (c, _) = parse(Some("hang"), None, None, None);
+        assert_eq!(c.with_aim_file(None, &mut |_| panic!()).aim_file, None);
+        assert_eq!(parse(None, None, None, None).0.aim_file, None);
+    }
+
+    #[test]
+    fn an_aim_line_replaces_label_and_offset() {
+        let scenario = |s: &str| parse(Some(s), None, None, None).0.scenario.unwrap();
+        let aimed = |s: &str, content: &str| match aim_line(&scenario(s), content) {
+            AimLine::Aim(a) => a,
+            other => panic!("{s} / {content:?}: {other:?}"),
+        };
+        // The first line only, without surrounding blanks or a CR; the same syntax as the scenario.
+        assert_eq!(
+            aimed(
+                "in-bounds:keep@4",
+                "general mesh slab 3 (vertex buffer)@0x1e0\r\nnext\n"
+            ),
+            scenario("in-bounds:general mesh slab 3 (vertex buffer)@0x1e0")
+        );
+        assert_eq!(
+            aimed("in-bounds:keep@4", " slab "),
+            scenario("in-bounds:slab")
+        );
+        assert_eq!(
+            aimed("use-after-free", "a@b@16"),
+            scenario("use-after-free:a@b@0x10")
+        );
+        assert_eq!(
+            aimed("use-after-free:x@2", "user@host"),
+            scenario("use-after-free:user@host")
+        );
+        // out-of-bounds takes no offset: '@' and all is the label, as in GPU_CRASH_DRILL.
+        assert_eq!(
+            aimed("out-of-bounds:x", "keep@4"),
+            scenario("out-of-bounds:keep@4")
+        );
+        for not_yet in ["", "\n", "\r\n", "\nslab@4"] {
+            assert_eq!(
+                aim_line(&scenario("in-bounds"), not_yet),
+                AimLine::NotYet,
+                "{not_yet:?}"
+            );
+        }
+        for (content, line) in [("  \n", "  "), ("@0x1e0\n", "@0x1e0"), (" @4", " @4")] {
+            assert_eq!(
+                aim_line(&scenario("in-bounds"), content),
+                AimLine::NoLabel(line.into()),
+                "{content:?}"
+            );
+        }
     }
 
     #[test]

@@ -101,8 +101,16 @@ pub(crate) unsafe extern "system" fn create_instance(
                             .unwrap_or_default()
                     ),
                 };
+                let aim = match &config.aim_file {
+                    Some(path) => format!(
+                        ", aimed by the first line of {} (<label>[@<offset>]; no fault before it \
+                         holds one)",
+                        path.display()
+                    ),
+                    None => String::new(),
+                };
                 log_line(&format!(
-                    "armed: {} via {:?} fault API, {after}, precision {} bytes{loss}",
+                    "armed: {} via {:?} fault API, {after}{aim}, precision {} bytes{loss}",
                     s.display(),
                     config.api,
                     config.precision

@@ -165,6 +165,98 @@ fn use_after_free_offset_past_the_end_falls_back() {
     );
 }
 
+/// A fresh path for an aim file (the child writes it; nothing is there before).
+fn aim_path(test: &str) -> std::path::PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("gpu_crash_drill-aim-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// `GPU_CRASH_DRILL_AIM`: no fault while the file is absent (past the threshold), then, once it holds
+/// `slab@0x1e0`, a fault at exactly the slab's base + 0x1e0 (the child checks the reported address),
+/// although `GPU_CRASH_DRILL` named another object and offset.
+fn aim_case(test: &str, scenario: &str) {
+    let path = aim_path(test);
+    let out = run_child(
+        &format!("aim|{scenario}"),
+        &[
+            ("GPU_CRASH_DRILL", scenario),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+            ("GPU_CRASH_DRILL_PRECISION", "1"),
+            ("GPU_CRASH_DRILL_AIM", path.to_str().unwrap()),
+        ],
+    );
+    let _ = std::fs::remove_file(&path);
+    let lines = drill_lines(&out.stderr);
+    let name = scenario.split(':').next().unwrap();
+    let taken = format!(
+        "GPU_CRASH_DRILL_AIM={}: aim taken at submission 6: {name}:slab@480",
+        path.display()
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.ends_with(&taken)).count(),
+        1,
+        "{lines:?}"
+    );
+    assert!(
+        lines[0].starts_with("[gpu_crash_drill] armed:")
+            && lines[0].contains(&format!("aimed by the first line of {}", path.display())),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("injected {name}"))),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn aim_file_aims_in_bounds_once_written() {
+    aim_case("in-bounds", "in-bounds:keep@4");
+}
+
+#[test]
+fn aim_file_aims_use_after_free_once_written() {
+    aim_case("use-after-free", "use-after-free");
+}
+
+/// The first aim read stays: a later line does not move it. An empty file and a line without a label
+/// are waited past (the latter logged once).
+#[test]
+fn aim_file_is_taken_once_and_waited_for_while_it_has_no_label() {
+    let path = aim_path("fixed");
+    let out = run_child(
+        "aim-fixed",
+        &[
+            ("GPU_CRASH_DRILL", "in-bounds"),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+            ("GPU_CRASH_DRILL_PRECISION", "1"),
+            ("GPU_CRASH_DRILL_AIM", path.to_str().unwrap()),
+        ],
+    );
+    let _ = std::fs::remove_file(&path);
+    let lines = drill_lines(&out.stderr);
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(
+        count("first line \"@0x10\" has no label (expected <label>[@<offset>]); waiting"),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(count("aim taken"), 1, "{lines:?}");
+    assert_eq!(
+        count("aim taken at submission 7: in-bounds:ghost@16"),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(
+        count("(in-bounds:ghost@16): no object named \"ghost\""),
+        1,
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn use_after_free_khr() {
     fault_case("khr", "use-after-free", "256");
@@ -578,6 +670,8 @@ fn child_entry() {
             exit_now(0);
         }
         ["no-extensions"] => case_no_extensions(),
+        ["aim", scenario] => case_aim(scenario),
+        ["aim-fixed"] => case_aim_fixed(),
         _ => panic!("unknown case {case}"),
     }
     println!("DRILL-CASE-OK {case}");
@@ -1981,6 +2075,88 @@ fn case_hang_in_pass_then_loss() {
     let (bin, text) = khr_debug_info(&gpu);
     check_vendor_binary(&gpu, &bin);
     assert_eq!(text, "crash drill: watchdog timeout in pass \"drill pass\"");
+}
+
+/// Writes an aim file the way a tool should: to a temporary file, then renamed into place, so the
+/// layer never reads half a line.
+fn write_aim(content: &str) {
+    let path = std::path::PathBuf::from(std::env::var("GPU_CRASH_DRILL_AIM").unwrap());
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+}
+
+/// The fault the layer reports through `vkGetDeviceFaultInfoEXT`: its address and description.
+fn ext_fault(gpu: &Gpu) -> (vk::DeviceFaultAddressInfoEXT, String) {
+    let f = ash::ext::device_fault::Device::new(&gpu.instance, &gpu.device)
+        .fp()
+        .get_device_fault_info_ext;
+    let mut addrs = [vk::DeviceFaultAddressInfoEXT::default(); 1];
+    let mut vendors = [vk::DeviceFaultVendorInfoEXT::default(); 1];
+    let mut counts = vk::DeviceFaultCountsEXT {
+        address_info_count: 1,
+        vendor_info_count: 1,
+        ..Default::default()
+    };
+    let mut info = vk::DeviceFaultInfoEXT {
+        p_address_infos: addrs.as_mut_ptr(),
+        p_vendor_infos: vendors.as_mut_ptr(),
+        ..Default::default()
+    };
+    // SAFETY: the arrays hold the counts passed.
+    let r = unsafe { f(gpu.device.handle(), &mut counts, &mut info) };
+    assert_eq!(r, vk::Result::SUCCESS);
+    assert_eq!(counts.address_info_count, 1);
+    let desc = info.description_as_c_str().unwrap().to_string_lossy();
+    (addrs[0], desc.into_owned())
+}
+
+fn case_aim(scenario: &str) {
+    let gpu = Gpu::new(Api::Ext, false);
+    let (keep, keep_mem) = gpu.buffer(3000, Some("keep"));
+    let (slab, slab_mem) = gpu.buffer(10_000, Some("slab"));
+    if scenario.starts_with("use-after-free") {
+        gpu.destroy(keep, keep_mem);
+        gpu.destroy(slab, slab_mem);
+    }
+    // Past the threshold (2) with every target there, but no aim file: nothing fires.
+    gpu.submit_ok(5);
+    write_aim("slab@0x1e0\n");
+    let (base, _) = gpu.reported_range(slab.as_raw());
+    assert_eq!(
+        gpu.submit(vk::Fence::null()),
+        vk::Result::ERROR_DEVICE_LOST,
+        "the first submission after the aim file was written"
+    );
+    let (addr, desc) = ext_fault(&gpu);
+    assert_eq!(
+        (addr.reported_address, addr.address_precision),
+        (base + 0x1e0, 1),
+        "{desc}"
+    );
+    assert!(desc.contains("\"slab\""), "{desc}");
+}
+
+fn case_aim_fixed() {
+    let gpu = Gpu::new(Api::Ext, false);
+    let (_slab, _slab_mem) = gpu.buffer(10_000, Some("slab"));
+    gpu.submit_ok(3);
+    write_aim("");
+    gpu.submit_ok(1);
+    write_aim("@0x10\n");
+    gpu.submit_ok(2);
+    // Taken at submission 7, though no object has that name yet.
+    write_aim("ghost@0x10\n");
+    gpu.submit_ok(1);
+    // The aim is fixed: an existing target named later changes nothing.
+    write_aim("slab@0x1e0\n");
+    gpu.submit_ok(2);
+    let (ghost, _ghost_mem) = gpu.buffer(4096, Some("ghost"));
+    let (base, _) = gpu.reported_range(ghost.as_raw());
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::ERROR_DEVICE_LOST);
+    let (addr, desc) = ext_fault(&gpu);
+    assert_eq!(addr.reported_address, base + 0x10, "{desc}");
+    assert!(desc.contains("\"ghost\""), "{desc}");
 }
 
 fn case_passthrough() {

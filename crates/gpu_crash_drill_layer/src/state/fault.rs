@@ -95,6 +95,10 @@ pub(crate) struct FaultState {
     pub(crate) label_warned: bool,
     /// `use-after-free:<label>@<offset>` with an offset outside the freed object was logged.
     pub(crate) offset_warned: bool,
+    /// `GPU_CRASH_DRILL_AIM`: the scenario as the aim file aimed it, once read (fixed from then on).
+    pub(crate) aim: Option<Scenario>,
+    /// `GPU_CRASH_DRILL_AIM`: the last first line without a label that was logged (each is logged once).
+    pub(crate) aim_no_label: Option<String>,
     pub(crate) wait: WaitInjection,
     /// `hang-in-pass`: matching labels seen after the threshold (the wait goes at the wanted one).
     pub(crate) hang_labels_seen: u32,
