@@ -74,6 +74,10 @@ pub struct GpuCrashReporterPlugin {
     /// realistic scene on an H200 (batch 17). `false` keeps the hang watchdog and its frame markers,
     /// and a hang report then names the frame, not the stage.
     pub gpu_breadcrumbs: bool,
+    /// Keep a map of the Bevy assets behind GPU ranges (meshes inside Bevy's shared slab buffers,
+    /// image assets), so a fault names `models/tree.glb#Mesh3/Primitive0` and not "general mesh
+    /// slab 3". Work only on frames whose meshes or images changed. Default: `true`.
+    pub name_assets: bool,
     /// A crash loop (a renderer that recovers and crashes again) uploads at most this many reports
     /// of one kind per window; the rest are counted in the next upload. Default: 3 per 10 minutes.
     pub crash_loop_limit: CrashLoopLimit,
@@ -102,6 +106,7 @@ impl Default for GpuCrashReporterPlugin {
             on_hang: OnHang::KeepWaiting,
             loss_wait_after_hang: Duration::from_secs(10),
             gpu_breadcrumbs: true,
+            name_assets: true,
             crash_loop_limit: CrashLoopLimit::default(),
             application_name: None,
             application_version: String::new(),
@@ -255,7 +260,9 @@ impl Plugin for GpuCrashReporterPlugin {
             reports.clone(),
             outbox,
         );
-        crate::assets::observe_users(app, crash.asset_users.clone());
+        if self.name_assets {
+            crate::assets::observe_users(app, crash.asset_users.clone());
+        }
         app.insert_resource(reporter)
             .insert_resource(reports)
             .insert_resource(sessions)
@@ -269,6 +276,7 @@ impl Plugin for GpuCrashReporterPlugin {
                     start_watchdog.run_if(not(resource_exists::<WatchdogGuard>)),
                 ),
             );
+        crate::crash::panic_hook::install(app.world().resource::<CrashHandling>().clone());
         app.insert_resource(SendHeldBackOnExit(
             app.world().resource::<CrashHandling>().clone(),
         ));
@@ -331,9 +339,11 @@ impl Plugin for GpuCrashReporterPlugin {
                     ),
                 );
             crate::breadcrumbs::install(render_app, sessions);
-            crate::assets::install(render_app);
-            if let Some(paths) = asset_paths {
-                render_app.insert_resource(paths);
+            if self.name_assets {
+                crate::assets::install(render_app);
+                if let Some(paths) = asset_paths {
+                    render_app.insert_resource(paths);
+                }
             }
         }
     }

@@ -165,7 +165,7 @@ impl CrashHandling {
     }
 
     /// Bevy reported the device lost: one report per device.
-    pub(crate) fn device_lost(&self, wgpu_description: &str) {
+    pub(crate) fn device_lost(&self, wgpu_description: &str, note: Option<String>) {
         let Some(session) = self.sessions.current() else {
             return;
         };
@@ -196,6 +196,7 @@ impl CrashHandling {
             None,
             wgpu_note,
         );
+        report.notes.extend(note);
         let mut vendor_binary = vendor_binary;
         if let Some(hang) = session.take_pending_hang() {
             if vendor_binary.is_none() {

@@ -6,6 +6,7 @@ mod exit;
 pub(crate) mod frames;
 mod handler;
 mod hang_then_loss;
+pub(crate) mod panic_hook;
 pub(crate) mod render_errors;
 mod session;
 mod uploads;

@@ -92,7 +92,7 @@ fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) ->
         .then(|| main.get_resource::<CrashHandling>().cloned())
         .flatten();
     if let Some(crash) = &crash {
-        crash.device_lost(&error.description);
+        crash.device_lost(&error.description, None);
     }
     let previous = main
         .get_resource::<PreviousRenderErrorHandler>()

@@ -81,15 +81,25 @@ impl Drop for DeviceSession {
         if self.is_lost() || timeline.completed() >= timeline.last_submitted() {
             return;
         }
-        let waited = self.device.wgpu_device().poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(RELEASE_WAIT),
-        });
-        if let Err(err) = waited {
-            bevy::log::warn!(
+        // wgpu panics (instead of returning an error) when the device is lost and the loss has not
+        // reached us yet (the game panicked first): this drop may run on the watchdog thread.
+        let device = self.device.wgpu_device();
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            device.poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(RELEASE_WAIT),
+            })
+        }));
+        match waited {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => bevy::log::warn!(
                 "GPU crash reporter: the GPU did not finish its work within {RELEASE_WAIT:?} ({err}); \
                  freeing the progress markers anyway, before the device goes"
-            );
+            ),
+            Err(_) => bevy::log::warn!(
+                "GPU crash reporter: wgpu refused to wait for the GPU (device lost or invalid); \
+                 freeing the progress markers without waiting"
+            ),
         }
     }
 }

@@ -1,0 +1,87 @@
+//! A game that panics after the GPU was lost, before Bevy's render error handler ran, still gets its
+//! loss report.
+//!
+//! Bevy learns of a device loss from wgpu's device-lost callback but acts on it only at the next
+//! extract; the rest of the frame runs on a lost device, and Bevy code that maps a buffer created
+//! then panics (`Buffer::get_mapped_range`: "Buffer with '' label is invalid", measured on lavapipe
+//! with a loss at the mesh slab resize submit). Without this hook that panic ends the process and
+//! the loss is never reported.
+//!
+//! On a panic the hook asks wgpu whether the device is lost: `Device::poll(Poll)` panics with
+//! "Parent device is lost" on a lost device (wgpu 29 treats it as fatal), so the probe runs on its
+//! own thread, bounded in time, its panic caught and kept quiet. Lost: the loss report is written
+//! and its upload waited for (bounded) before the previous hook runs and the panic goes on.
+
+use std::panic::PanicHookInfo;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::bounded::with_timeout;
+use super::CrashHandling;
+
+/// The app whose crash path the hook serves (the last one built in this process).
+static CURRENT: Mutex<Option<CrashHandling>> = Mutex::new(None);
+/// Installed once per process.
+static INSTALLED: OnceLock<()> = OnceLock::new();
+/// Name of the probe's thread: its own (expected) panic is not reported nor printed.
+const PROBE_THREAD: &str = "gpu-crash-loss-probe";
+/// How long the probe may take: a lost device answers at once; a hung wgpu lock does not.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Serves `crash` from now on, installing the hook the first time.
+pub(crate) fn install(crash: CrashHandling) {
+    *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Some(crash);
+    INSTALLED.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some(PROBE_THREAD) {
+                return; // the probe's answer, not a crash
+            }
+            report_if_lost(info);
+            previous(info);
+        }));
+    });
+}
+
+fn report_if_lost(info: &PanicHookInfo<'_>) {
+    let Some(crash) = CURRENT.try_lock().ok().and_then(|current| current.clone()) else {
+        return; // no app, or a panic inside this hook's own bookkeeping
+    };
+    let Some(session) = crash.sessions.current() else {
+        return;
+    };
+    if session.is_lost() {
+        return; // already reported (or being reported)
+    }
+    let device = session.device.wgpu_device().clone();
+    let lost = with_timeout(PROBE_TIMEOUT, move || {
+        let probe = std::thread::Builder::new()
+            .name(PROBE_THREAD.into())
+            .spawn(move || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let _ = device.poll(wgpu::PollType::Poll);
+                }))
+                .is_err()
+            });
+        probe.ok().and_then(|t| t.join().ok()).unwrap_or(false)
+    })
+    .unwrap_or(false);
+    if !lost {
+        return;
+    }
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    let first_line = message.lines().next().unwrap_or_default();
+    crash.device_lost(
+        "",
+        Some(format!(
+            "reported from a panic on the lost device, before Bevy's render error handler ran: \
+             {first_line}"
+        )),
+    );
+    crash.wait_for_uploads();
+}
