@@ -478,6 +478,11 @@ impl AddressIndex {
             .map(|bind| run.first_unbind_since.unwrap_or(bind + 1))
     }
 
+    /// Unbinds in the trailing run (since the latest bind).
+    pub fn trailing_unbind_run_len(&self) -> u32 {
+        self.unbind_run.unbinds
+    }
+
     /// First live entry of an object, if it has any (null handles name no object).
     fn first_entry(&self, key: ObjectKey) -> Option<u32> {
         if key.handle == 0 {

@@ -50,7 +50,12 @@ pub(crate) fn fault_cut(
     faulting_frame: Option<&FrameEntry>,
     claimed_now: u64,
 ) -> u64 {
-    let teardown = index.trailing_unbind_run_start();
+    // A teardown destroys every buffer and texture of the device (dozens in any Bevy app); a run of
+    // a few unbinds is the game's own frees right before the faulting submission (a mesh slab's
+    // old buffer freed as it grows, then the fault in it), which happened before the fault.
+    let teardown = index
+        .trailing_unbind_run_start()
+        .filter(|_| index.trailing_unbind_run_len() >= MIN_TEARDOWN_UNBINDS);
     let Some(frame) = faulting_frame else {
         return teardown.unwrap_or(claimed_now);
     };
@@ -225,6 +230,9 @@ pub(crate) fn build_report(
     };
     (report, raw.vendor_binary)
 }
+
+/// Unbinds a trailing run needs to be taken for wgpu's teardown after a loss.
+const MIN_TEARDOWN_UNBINDS: u32 = 8;
 
 /// Binding events a report lists before and after the fault.
 const MAX_EVENTS_LISTED: usize = 64;
