@@ -225,6 +225,31 @@ fn index_bounded() {
     );
 }
 
+/// The asset map per indexed mesh (vertex and index data in slabs) and per image asset, and its
+/// freed history at its bound.
+fn asset_map() {
+    use bevy_gpu_crash_reporter::__test_support::filled_asset_map;
+    let weigh = |meshes, images, freed| {
+        let before = live();
+        let map = filled_asset_map(meshes, images, freed);
+        let bytes = live() - before;
+        drop(map);
+        bytes
+    };
+    let empty = weigh(0, 0, 0);
+    let meshes = weigh(10_000, 0, 0) - empty;
+    let images = weigh(0, 10_000, 0) - empty;
+    // Twice the bound: the history keeps its last 4,096 tenants (2 per mesh: vertex and index).
+    let history = weigh(0, 0, 8_192) - empty;
+    println!(
+        "asset map: {:.0} bytes per indexed mesh (vertex + index data, 60-character path), {:.0} \
+         bytes per image asset (55-character path), freed history at its bound {:.2} MiB",
+        meshes as f64 / 10_000.0,
+        images as f64 / 10_000.0,
+        mib(history)
+    );
+}
+
 fn main() {
     println!(
         "BindingRecord: {} bytes; ring slot: 128 bytes (sequence + record, 128-byte aligned)",
@@ -246,6 +271,7 @@ fn main() {
     index_at_1m(false);
     per_bound();
     index_bounded();
+    asset_map();
     println!(
         "peak heap of this process: {:.1} MiB",
         mib(PEAK_BYTES.load(Ordering::Relaxed))

@@ -88,6 +88,13 @@ pub mod __test_support {
     pub use crate::plugin::BindingMessengerGuard;
     pub use crate::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
 
+    /// An asset map holding `meshes` meshes (vertex and index data each, in 16 slabs, paths like a
+    /// glTF primitive's) and `images` image assets, then `freed` more meshes placed and removed (the
+    /// freed history, bounded): what `examples/memory_footprint.rs` weighs.
+    pub fn filled_asset_map(meshes: usize, images: usize, freed: usize) -> Box<dyn std::any::Any> {
+        Box::new(crate::assets::filled_for_footprint(meshes, images, freed))
+    }
+
     /// The reporter's address index, every binding event published so far folded in.
     pub fn index_of(reporter: &crate::GpuCrashReporter) -> std::sync::MutexGuard<'_, AddressIndex> {
         reporter.index()

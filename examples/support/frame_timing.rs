@@ -173,6 +173,9 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
         5 => {
             cmd.arg("--no-fold");
         }
+        6 => {
+            cmd.arg("--no-asset-map");
+        }
         _ => {}
     }
     let out = cmd

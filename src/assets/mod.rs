@@ -42,3 +42,68 @@ impl SharedAssetMap {
         crate::crash::bounded::try_lock_for(&self.0, CRASH_LOCK_WAIT)
     }
 }
+
+/// See `__test_support::filled_asset_map`.
+pub(crate) fn filled_for_footprint(meshes: usize, images: usize, freed: usize) -> AssetMap {
+    use bevy::asset::AssetId;
+    use std::time::Instant;
+    let at = map::Stamp {
+        sequence: 1,
+        frame: 1,
+        at: Instant::now(),
+    };
+    let mut assets = AssetMap::default();
+    let mesh = |i: usize| AssetId::Uuid {
+        uuid: uuid::Uuid::from_u128(i as u128),
+    };
+    let place = |assets: &mut AssetMap, i: usize| {
+        let name = Arc::new(map::AssetName {
+            id: format!("AssetId<Mesh>{{ index: {i}, generation: 0}}"),
+            path: Some(format!(
+                "models/level_03/props/crate_{i:05}.glb#Mesh0/Primitive0"
+            )),
+        });
+        for (data, slab, element_size) in
+            [(MeshData::Vertex, 0u32, 32u64), (MeshData::Index, 16, 4)]
+        {
+            assets.place_mesh(
+                slab + (i % 16) as u32,
+                (i / 16) as u64 * 4096,
+                map::MeshTenant {
+                    mesh: mesh(i),
+                    name: name.clone(),
+                    data,
+                    len: 4096,
+                    element_size,
+                    since: at,
+                },
+            );
+        }
+    };
+    for i in 0..meshes {
+        place(&mut assets, i);
+    }
+    for i in 0..images {
+        assets.place_image(map::ImageTenant {
+            asset: AssetId::Uuid {
+                uuid: uuid::Uuid::from_u128(i as u128),
+            },
+            name: Arc::new(map::AssetName {
+                id: format!("AssetId<Image>{{ index: {i}, generation: 0}}"),
+                path: Some(format!("textures/level_03/props/crate_{i:05}_albedo.ktx2")),
+            }),
+            placement: ImagePlacement {
+                image: 0x1000 + i as u64,
+                memory: 0x10,
+                offset: i as u64 * 0x10_0000,
+                size: 0x10_0000,
+            },
+            since: at,
+        });
+    }
+    for i in meshes..meshes + freed {
+        place(&mut assets, i);
+        assets.free_mesh(mesh(i), at);
+    }
+    assets
+}

@@ -11,7 +11,8 @@
 //! * 0: no plugin,
 //! * 1: `GpuCrashReporterPlugin` with everything on (address-binding capture, GPU breadcrumbs),
 //! * 2: the plugin with `capture_address_bindings: false`,
-//! * 3: the plugin with `gpu_breadcrumbs: false`.
+//! * 3: the plugin with `gpu_breadcrumbs: false`,
+//! * 6: the plugin with `name_assets: false` (no asset map: config 1 against 6 is its cost).
 //!
 //! One run prints `realistic_scene plugin=<0|1|3> frames=.. median_us=.. mean_us=.. p90_us=..
 //! cpu_us_per_frame=.. events=.. dropped=..` (events: binding events the reporter indexed, 0 where
@@ -49,7 +50,7 @@ const HEIGHT: u32 = 1080;
 /// Every `FRESH_EVERY`-th spawned mesh gets a `Mesh` asset of its own, created that frame.
 const FRESH_EVERY: usize = 2;
 /// The configurations `--compare` runs, in the order of its first round.
-const CONFIGS: [u8; 4] = [0, 2, 3, 1];
+const CONFIGS: [u8; 5] = [0, 2, 3, 1, 6];
 
 fn config_name(plugin: u8) -> &'static str {
     match plugin {
@@ -57,6 +58,7 @@ fn config_name(plugin: u8) -> &'static str {
         1 => "plugin (all on)",
         2 => "plugin, capture_address_bindings: false",
         3 => "plugin, gpu_breadcrumbs: false",
+        6 => "plugin, name_assets: false",
         _ => "?",
     }
 }
@@ -98,6 +100,7 @@ fn parse_args() -> Args {
             "--no-plugin" => args.plugin = 0,
             "--no-bindings" => args.plugin = 2,
             "--no-breadcrumbs" => args.plugin = 3,
+            "--no-asset-map" => args.plugin = 6,
             "--compare" => args.compare = true,
             "--rounds" => args.rounds = number("--rounds") as usize,
             "--frames" => args.frames = number("--frames") as usize,
@@ -111,14 +114,14 @@ fn parse_args() -> Args {
                     .split(',')
                     .map(|c| match c.parse() {
                         Ok(c) if CONFIGS.contains(&c) => c,
-                        _ => panic!("--configs takes a list of 0, 1, 2, 3 (got {list:?})"),
+                        _ => panic!("--configs takes a list of 0, 1, 2, 3, 6 (got {list:?})"),
                     })
                     .collect();
             }
             other => panic!(
                 "unknown argument {other}; usage: realistic_scene [--no-plugin | --no-breadcrumbs] \
                  [--compare] [--rounds N] [--frames N] [--warmup N] [--meshes N] [--churn N] \
-                 [--seed N] [--configs 0,2,3,1]"
+                 [--seed N] [--configs 0,2,3,1,6] [--no-asset-map]"
             ),
         }
     }
@@ -146,6 +149,7 @@ fn main() -> AppExit {
         app.add_plugins(GpuCrashReporterPlugin {
             gpu_breadcrumbs: args.plugin != 3,
             capture_address_bindings: args.plugin != 2,
+            name_assets: args.plugin != 6,
             application_name: Some("realistic_scene".into()),
             report_dir: Some(std::env::temp_dir().join("realistic_scene_reports")),
             ..default()
@@ -485,6 +489,13 @@ fn time_frame(
         capabilities.as_ref().is_some_and(|c| c.buffer_marker),
     );
     println!("{}", summary.line("realistic_scene", reporter.as_deref()));
+    if let Some(reporter) = &reporter {
+        let assets = reporter.indexed_assets();
+        println!(
+            "realistic_scene_assets plugin={} meshes={} images={} bytes={}",
+            summary.plugin, assets.meshes, assets.images, assets.bytes
+        );
+    }
     exit.write(AppExit::Success);
 }
 
@@ -553,7 +564,7 @@ fn compare(args: &Args) {
         HEIGHT,
         args.seed
     );
-    let mut runs: [ConfigRuns; 4] = Default::default();
+    let mut runs: [ConfigRuns; 7] = Default::default();
     for round in 0..args.rounds {
         println!("round {}", round + 1);
         // Rotate the order, so no configuration always runs first (or right after another).
@@ -602,6 +613,9 @@ fn compare(args: &Args) {
             &runs[1],
             &runs[3],
         );
+    }
+    if ran(1) && ran(6) {
+        print_ratio("asset map: all on / name_assets false", &runs[1], &runs[6]);
     }
 }
 
