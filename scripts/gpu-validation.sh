@@ -727,6 +727,72 @@ device21() {
     tar -C $logs -czf "$OUT/run21-results.tar.gz" .
 }
 
+# Batch 22 (issues 22 and 25). (1) Asset naming on the NVIDIA driver: tests/asset_naming.rs's level
+# (its child, release build) under the drill layer, aimed at vertex 5 of a mesh inside a shared
+# slab and at 4 KiB into a texture (NVIDIA reports images over their whole memory block: the layer
+# and the reporter place the image by its allocation). (2) Issue 25's four configurations under
+# churn, pinned to cores 0-7, 7 rounds. (3) realistic_scene with the asset map on and off
+# (configs 1, 6), with and without mesh churn, pinned, 7 rounds each.
+build22() {
+    cargo build --release --example frame_overhead -p gpu_crash_drill_layer
+    local child; child=$(cargo test --release --test asset_naming --no-run 2>&1 \
+        | grep -o 'target/release/deps/asset_naming-[0-9a-f]*' | head -1)
+    (cd bench/realistic_scene && cargo build --release)
+    rm -rf /tmp/pk22 && mkdir -p /tmp/pk22/layer
+    cp target/release/examples/frame_overhead target/release/realistic_scene /tmp/pk22/
+    cp "$child" /tmp/pk22/asset_naming
+    cp -r tests/assets /tmp/pk22/assets
+    cp target/release/libgpu_crash_drill_layer.so /tmp/pk22/layer/
+    cargo run -q --release -p xtask -- layer-manifest /tmp/gv-stage/layer22
+    sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
+        /tmp/gv-stage/layer22/VK_LAYER_gpu_crash_drill.json > /tmp/pk22/layer/VK_LAYER_gpu_crash_drill.json
+    strip /tmp/pk22/frame_overhead /tmp/pk22/realistic_scene /tmp/pk22/asset_naming \
+        /tmp/pk22/layer/libgpu_crash_drill_layer.so
+    pack_devrun /tmp/pk22 assets22
+}
+device22() {
+    setup_device
+    unpack_devrun assets22 /tmp/p22
+    local c t0
+    echo "== (1) asset naming under the drill on the NVIDIA driver"
+    for c in tree-vertex:in-bounds tree-index:in-bounds image:in-bounds:terrain_grass@4096; do
+        local case=${c%%:*} scenario=${c#*:}
+        rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
+        local aim=/tmp/an-$case/aim; [ $case = image ] && aim=""
+        (cd /tmp/p22 && ASSET_NAMING_ASSETS=/tmp/p22/assets ASSET_NAMING_CASE=$case \
+            ${aim:+GPU_CRASH_DRILL_AIM=$aim} GPU_CRASH_DRILL=$scenario GPU_CRASH_DRILL_AFTER=1 \
+            GPU_CRASH_DRILL_PRECISION=4 GPU_CRASH_REPORT_DIR=/tmp/an-$case/reports \
+            VK_LAYER_PATH=/tmp/p22/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+            timeout -s KILL 60 ./asset_naming --exact child --ignored --nocapture \
+            > $logs/an-$case.out 2> $logs/an-$case.err)
+        echo "asset $case rc=$?"
+        grep -hE "TRUTH|gpu_crash_drill\] (injected|GPU_CRASH)|^GPU fault" $logs/an-$case.out $logs/an-$case.err | cut -c1-300
+        cp /tmp/an-$case/reports/*.json $logs/ 2>/dev/null
+    done
+    echo "== (2) issue 25: no plugin / capture off / floor / everything on, churn, pinned, 7 rounds"
+    t0=$(date +%s)
+    taskset -c 0-7 timeout -s KILL 330 /tmp/p22/frame_overhead --compare --configs 0,2,4,1 --rounds 7 \
+        --frames 300 --warmup 60 > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-500
+    tar -C $logs -czf "$OUT/run22-results.tar.gz" .
+}
+device22b() {
+    setup_device
+    unpack_devrun assets22 /tmp/p22
+    local churn t0
+    for churn in 20 0; do
+        echo "== (3) realistic_scene asset map on / off, churn $churn, pinned, 7 rounds"
+        t0=$(date +%s)
+        taskset -c 0-7 timeout -s KILL 270 /tmp/p22/realistic_scene --compare --configs 6,1 --rounds 7 \
+            --frames 300 --warmup 60 --churn $churn > $logs/scene-churn$churn.out 2> $logs/scene-churn$churn.err
+        echo "scene churn $churn rc=$? after $(( $(date +%s) - t0 )) s"
+        grep -E "ratio|summary|^realistic_scene " $logs/scene-churn$churn.out | cut -c1-400
+        grep -E "realistic_scene_assets" $logs/scene-churn$churn.out | head -2
+    done
+    tar -C $logs -czf "$OUT/run22b-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -748,6 +814,9 @@ case "${1:-}" in
     build20) build20 ;;
     device20) device20 ;;
     device21) device21 ;;
+    build22) build22 ;;
+    device22) device22 ;;
+    device22b) device22b ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -758,5 +827,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | device | device2 … device21"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | device | device2 … device22b"; exit 2 ;;
 esac

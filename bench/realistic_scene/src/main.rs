@@ -519,12 +519,10 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
     .map(str::to_owned);
     let started = Instant::now();
     let run = frame_timing::run_child("realistic_scene", &child_args, plugin);
-    if let Some(info) = run
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("realistic_scene_info "))
-    {
-        println!("  {info}");
+    for prefix in ["realistic_scene_info ", "realistic_scene_assets "] {
+        if let Some(info) = run.stdout.lines().find(|l| l.starts_with(prefix)) {
+            println!("  {info}");
+        }
     }
     println!(
         "  {} wall_s={:.1}",
