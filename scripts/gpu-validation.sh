@@ -734,7 +734,7 @@ device21() {
 # churn, pinned to cores 0-7, 7 rounds. (3) realistic_scene with the asset map on and off
 # (configs 1, 6), with and without mesh churn, pinned, 7 rounds each.
 build22() {
-    cargo build --release --example frame_overhead -p gpu_crash_drill_layer
+    cargo build --release --example frame_overhead && cargo build --release -p gpu_crash_drill_layer
     local child; child=$(cargo test --release --test asset_naming --no-run 2>&1 \
         | grep -o 'target/release/deps/asset_naming-[0-9a-f]*' | head -1)
     (cd bench/realistic_scene && cargo build --release)
