@@ -759,7 +759,7 @@ device22() {
         local case=${c%%:*} scenario=${c#*:}
         rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
         local aim=/tmp/an-$case/aim; [ $case = image ] && aim=""
-        (cd /tmp/p22 && ASSET_NAMING_ASSETS=/tmp/p22/assets ASSET_NAMING_CASE=$case \
+        (cd /tmp/p22 && env ASSET_NAMING_ASSETS=/tmp/p22/assets ASSET_NAMING_CASE=$case \
             ${aim:+GPU_CRASH_DRILL_AIM=$aim} GPU_CRASH_DRILL=$scenario GPU_CRASH_DRILL_AFTER=1 \
             GPU_CRASH_DRILL_PRECISION=4 GPU_CRASH_REPORT_DIR=/tmp/an-$case/reports \
             VK_LAYER_PATH=/tmp/p22/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
