@@ -97,6 +97,9 @@ pub fn render(r: &CrashReport) -> String {
             Some(c) => {
                 let _ = writeln!(out, "  culprit   {}", describe(c));
                 let _ = writeln!(out, "            {}", c.reason);
+                if let Some(a) = &c.asset {
+                    let _ = writeln!(out, "  asset     {}", describe_asset(a));
+                }
             }
             None => {
                 let _ = writeln!(out, "  culprit   none known at this address");
@@ -305,5 +308,50 @@ fn describe(c: &Culprit) -> String {
         c.base,
         bytes(c.size),
         c.offset
+    )
+}
+
+/// `mesh "models/tree.mesh", vertex 5 (32-byte vertices at [2816, 6016) of general mesh slab 0),
+/// live, used by oak, birch`.
+fn describe_asset(a: &bevy_gpu_crash_reporter::report::GpuAsset) -> String {
+    let element = a
+        .element_size
+        .map(|size| {
+            let what = match a.kind {
+                bevy_gpu_crash_reporter::report::AssetKind::MeshIndexData => "indices",
+                _ => "vertices",
+            };
+            format!("{size}-byte {what} at ")
+        })
+        .unwrap_or_default();
+    let state = match a.state {
+        bevy_gpu_crash_reporter::report::ObjectState::Live => "live".to_owned(),
+        bevy_gpu_crash_reporter::report::ObjectState::Freed => format!(
+            "freed {} frame(s) before",
+            a.freed_frames_ago.unwrap_or(0)
+        ),
+    };
+    let users: Vec<String> = a
+        .entities
+        .iter()
+        .map(|e| e.name.clone().unwrap_or_else(|| e.entity.clone()))
+        .collect();
+    let users = match (users.is_empty(), a.entity_count as usize > users.len()) {
+        (true, _) => String::new(),
+        (false, false) => format!(", used by {}", users.join(", ")),
+        (false, true) => format!(
+            ", used by {} and {} more",
+            users.join(", "),
+            a.entity_count as usize - users.len()
+        ),
+    };
+    format!(
+        "{} {}, {} ({element}[{}, {}) of {}), {state}{users}",
+        a.kind.noun(),
+        a.display_name(),
+        a.place(),
+        a.byte_range[0],
+        a.byte_range[1],
+        a.container
     )
 }

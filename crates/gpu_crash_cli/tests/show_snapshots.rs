@@ -41,3 +41,25 @@ fn show_matches_the_snapshot_of_every_scenario() {
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
+
+/// A report whose culprit is a mesh inside a shared slab (written by tests/asset_naming.rs of the
+/// root crate on lavapipe): `show` names the asset, the vertex, its bytes and who draws it.
+#[test]
+fn show_names_the_mesh_asset_of_the_culprit() {
+    let output = gpu_crash()
+        .arg("show")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mesh-asset.json"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("  asset "))
+        .unwrap_or_else(|| panic!("no asset line:\n{stdout}"));
+    assert_eq!(
+        line,
+        "  asset     mesh \"models/tree.mesh\", vertex 5 (32-byte vertices at [1664, 4864) of general \
+         mesh slab 2), live, used by oak, birch"
+    );
+}
