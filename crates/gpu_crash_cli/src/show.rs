@@ -326,10 +326,9 @@ fn describe_asset(a: &bevy_gpu_crash_reporter::report::GpuAsset) -> String {
         .unwrap_or_default();
     let state = match a.state {
         bevy_gpu_crash_reporter::report::ObjectState::Live => "live".to_owned(),
-        bevy_gpu_crash_reporter::report::ObjectState::Freed => format!(
-            "freed {} frame(s) before",
-            a.freed_frames_ago.unwrap_or(0)
-        ),
+        bevy_gpu_crash_reporter::report::ObjectState::Freed => {
+            format!("freed {} frame(s) before", a.freed_frames_ago.unwrap_or(0))
+        }
     };
     let users: Vec<String> = a
         .entities
