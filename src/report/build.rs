@@ -404,6 +404,30 @@ mod tests {
     use crate::report::write_report;
 
     #[test]
+    fn a_few_trailing_unbinds_are_the_games_frees_a_long_run_is_the_teardown() {
+        use crate::capture::{BindingKind, BindingRecord};
+        use ash::vk;
+        let now = Instant::now();
+        let mut index = AddressIndex::default();
+        let record = |kind, handle: u64| {
+            BindingRecord::new(kind, vk::ObjectType::BUFFER, handle, handle << 16, 0x100)
+        };
+        for h in 1..=20 {
+            index.apply(&record(BindingKind::Bind, h), now);
+        }
+        // One unbind right before the faulting submission (a slab's old buffer as it grows): no
+        // teardown, the cut is where the loss was seen.
+        index.apply(&record(BindingKind::Unbind, 1), now);
+        assert_eq!(fault_cut(&index, None, 999), 999);
+        // Then wgpu destroys everything: the run's start is the cut.
+        for h in 2..=12 {
+            index.apply(&record(BindingKind::Unbind, h), now);
+        }
+        let start = index.trailing_unbind_run_start().unwrap();
+        assert_eq!(fault_cut(&index, None, 999), start);
+    }
+
+    #[test]
     fn rfc3339_is_utc_with_a_z() {
         let at = time::OffsetDateTime::from_unix_timestamp(1_796_212_800).unwrap();
         assert_eq!(rfc3339(at), "2026-12-02T12:00:00Z");
