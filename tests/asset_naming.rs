@@ -470,6 +470,17 @@ fn child() {
     common::exit_process(exit);
 }
 
+/// The whole file as text: both loaders read a one-line description.
+async fn read_text(reader: &mut dyn Reader) -> std::io::Result<String> {
+    let mut text = String::new();
+    reader.read_to_string(&mut text).await?;
+    Ok(text)
+}
+
+fn invalid(text: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, text.to_owned())
+}
+
 /// `grid <n> <pnu|pnuc>`: an n x n vertex grid (position, normal, uv, optionally colour), u32 indices.
 #[derive(Default, TypePath)]
 struct GridMeshLoader;
@@ -485,9 +496,8 @@ impl AssetLoader for GridMeshLoader {
         _: &(),
         _: &mut LoadContext<'_>,
     ) -> Result<Mesh, Self::Error> {
-        let mut text = String::new();
-        reader.read_to_string(&mut text).await?;
-        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, text.clone());
+        let text = read_text(reader).await?;
+        let bad = || invalid(&text);
         let words: Vec<&str> = text.split_whitespace().collect();
         let (["grid", n, layout] | [n, layout]) = words.as_slice() else {
             return Err(bad());
@@ -549,9 +559,8 @@ impl AssetLoader for FillImageLoader {
         _: &(),
         _: &mut LoadContext<'_>,
     ) -> Result<Image, Self::Error> {
-        let mut text = String::new();
-        reader.read_to_string(&mut text).await?;
-        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, text.clone());
+        let text = read_text(reader).await?;
+        let bad = || invalid(&text);
         let words: Vec<&str> = text.split_whitespace().collect();
         let ["checker", w, h, label] = words.as_slice() else {
             return Err(bad());

@@ -42,6 +42,15 @@ impl AssetLookup<'_> {
     }
 }
 
+/// Live or freed at the cut-off.
+fn state_of<T>(t: &Tenancy<T>) -> ObjectState {
+    if t.freed.is_some() {
+        ObjectState::Freed
+    } else {
+        ObjectState::Live
+    }
+}
+
 /// Names the assets of `entry`'s candidates and, where the asset map knows better, refines the
 /// culprit, the verdict and the summary.
 pub(crate) fn name_assets(entry: &mut FaultEntry, lookup: &AssetLookup<'_>) {
@@ -129,11 +138,7 @@ fn place_images(entry: &mut FaultEntry, lookup: &AssetLookup<'_>) {
         image.base = base;
         image.size = size;
         image.offset = (address - base) as i64;
-        image.state = if live {
-            ObjectState::Live
-        } else {
-            ObjectState::Freed
-        };
+        image.state = state_of(&t);
         image.freed_frames_ago = frames;
         image.freed_ms_ago = ms;
         image.bytes_past_end = None;
@@ -206,11 +211,7 @@ fn asset_of(c: &Culprit, lookup: &AssetLookup<'_>) -> Option<GpuAsset> {
                 byte_offset: byte_offset as i64,
                 element: Some(byte_offset / tenant.element_size.max(1)),
                 element_size: Some(tenant.element_size),
-                state: if t.freed.is_some() {
-                    ObjectState::Freed
-                } else {
-                    ObjectState::Live
-                },
+                state: state_of(&t),
                 freed_frames_ago,
                 freed_ms_ago,
                 container: slab.describe(),
@@ -241,11 +242,7 @@ fn asset_of(c: &Culprit, lookup: &AssetLookup<'_>) -> Option<GpuAsset> {
                 byte_offset: offset as i64 - start as i64,
                 element: None,
                 element_size: None,
-                state: if t.freed.is_some() {
-                    ObjectState::Freed
-                } else {
-                    ObjectState::Live
-                },
+                state: state_of(&t),
                 freed_frames_ago,
                 freed_ms_ago,
                 container: c.label.clone(),
