@@ -462,6 +462,7 @@ struct SendHeldBackOnExit(CrashHandling);
 
 impl Drop for SendHeldBackOnExit {
     fn drop(&mut self) {
+        crate::crash::panic_hook::forget();
         self.0.at_exit();
     }
 }

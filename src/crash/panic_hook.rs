@@ -43,6 +43,11 @@ pub(crate) fn install(crash: CrashHandling) {
     });
 }
 
+/// The app is gone: the hook no longer holds its crash path (which keeps its render device alive).
+pub(crate) fn forget() {
+    *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
 fn report_if_lost(info: &PanicHookInfo<'_>) {
     let Some(crash) = CURRENT.try_lock().ok().and_then(|current| current.clone()) else {
         return; // no app, or a panic inside this hook's own bookkeeping
