@@ -302,6 +302,15 @@ fn compare(args: &Args) {
             r.iter().map(|r| r.events).collect::<Vec<_>>(),
             r.iter().map(|r| r.dropped).collect::<Vec<_>>(),
         );
+        println!(
+            "frame_overhead threads [{}]: CPU us/frame by thread, medians over rounds: {}",
+            names[plugin as usize],
+            frame_timing::thread_medians(r, 1.0)
+                .iter()
+                .map(|(name, us)| format!("{name} {us:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     }
     // Events per frame, from the everything-on runs (start-up and warm-up events included).
     let events_per_frame = ran(1).then(|| {

@@ -22,6 +22,8 @@ pub struct FrameTimes {
     times: Vec<Duration>,
     /// Process CPU time (all threads) when measuring began.
     cpu_start: Option<Duration>,
+    /// Each thread's CPU time when measuring began (for the per-thread breakdown).
+    threads_start: Vec<ThreadCpu>,
     /// The plugin's own command buffers recorded when measuring began.
     marker_buffers_start: u64,
 }
@@ -36,6 +38,9 @@ pub struct FrameSummary {
     pub cpu_us_per_frame: f64,
     /// The plugin's own command buffers (breadcrumb and frame markers) per timed frame.
     pub marker_buffers_per_frame: f64,
+    /// CPU time per timed frame by thread name (digits folded to `#`, so a pool's threads add up),
+    /// largest first: which thread pays a cost, the indexer's own included.
+    pub threads_us_per_frame: Vec<(String, f64)>,
 }
 
 impl FrameTimes {
@@ -48,6 +53,7 @@ impl FrameTimes {
             seen: 0,
             times: Vec::with_capacity(frames),
             cpu_start: None,
+            threads_start: Vec::new(),
             marker_buffers_start: 0,
         }
     }
@@ -60,6 +66,7 @@ impl FrameTimes {
             self.seen += 1;
             if self.seen == self.warmup {
                 self.cpu_start = process_cpu_time();
+                self.threads_start = thread_cpu_times();
                 self.marker_buffers_start = marker_buffers;
             }
             if self.seen > self.warmup {
@@ -87,6 +94,7 @@ impl FrameTimes {
             marker_buffers_per_frame: marker_buffers.saturating_sub(self.marker_buffers_start)
                 as f64
                 / n as f64,
+            threads_us_per_frame: cpu_by_thread_name(&self.threads_start, &thread_cpu_times(), n),
         })
     }
 }
@@ -102,7 +110,8 @@ impl FrameSummary {
             .unwrap_or((0, 0));
         format!(
             "{program} plugin={} frames={} median_us={:.1} mean_us={:.1} p90_us={:.1} \
-             cpu_us_per_frame={:.1} events={events} dropped={dropped} marker_cbs_per_frame={:.2}",
+             cpu_us_per_frame={:.1} events={events} dropped={dropped} marker_cbs_per_frame={:.2} \
+             threads_us_per_frame={}",
             self.plugin,
             self.frames,
             self.median_us,
@@ -110,6 +119,11 @@ impl FrameSummary {
             self.p90_us,
             self.cpu_us_per_frame,
             self.marker_buffers_per_frame,
+            self.threads_us_per_frame
+                .iter()
+                .map(|(name, us)| format!("{name}:{us:.1}"))
+                .collect::<Vec<_>>()
+                .join(","),
         )
     }
 }
@@ -124,6 +138,69 @@ pub fn process_cpu_time() -> Option<Duration> {
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     // CLK_TCK is 100 on Linux x86-64.
     Some(Duration::from_millis(ticks * 10))
+}
+
+/// One thread's CPU time: its id, its name (`comm`), and nanoseconds on a CPU so far.
+#[derive(Clone)]
+pub struct ThreadCpu {
+    tid: u32,
+    name: String,
+    ns: u64,
+}
+
+/// Every live thread's CPU time, from `/proc/self/task/<tid>/schedstat` (first field: nanoseconds on
+/// a CPU, exact, unlike the 10 ms ticks of `stat`); empty where that does not exist.
+pub fn thread_cpu_times() -> Vec<ThreadCpu> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let task = task.ok()?;
+            let tid = task.file_name().to_str()?.parse().ok()?;
+            let ns = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            Some(ThreadCpu {
+                tid,
+                name: name.trim().to_owned(),
+                ns,
+            })
+        })
+        .collect()
+}
+
+/// CPU microseconds per frame between two snapshots, summed by thread name with digits folded to
+/// `#` (threads born in between count from zero; threads that ended in between are missing).
+pub fn cpu_by_thread_name(
+    start: &[ThreadCpu],
+    end: &[ThreadCpu],
+    frames: usize,
+) -> Vec<(String, f64)> {
+    let mut by_name: Vec<(String, f64)> = Vec::new();
+    for thread in end {
+        let before = start
+            .iter()
+            .find(|t| t.tid == thread.tid)
+            .map_or(0, |t| t.ns);
+        let us = thread.ns.saturating_sub(before) as f64 / 1e3 / frames.max(1) as f64;
+        let name: String = thread
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .filter(|c| !c.is_whitespace() && *c != ',' && *c != ':')
+            .collect();
+        match by_name.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, total)) => *total += us,
+            None => by_name.push((name, us)),
+        }
+    }
+    by_name.sort_by(|a, b| b.1.total_cmp(&a.1));
+    by_name
 }
 
 /// Waits until the GPU has finished everything submitted so far (render world). Offscreen, nothing
@@ -149,6 +226,8 @@ pub struct RunResult {
     pub events: u64,
     pub dropped: u64,
     pub marker_cbs_per_frame: f64,
+    /// CPU microseconds per frame by thread name (see [`FrameSummary::threads_us_per_frame`]).
+    pub threads_us: Vec<(String, f64)>,
 }
 
 /// Runs this executable again with `args` and the flag of configuration `plugin`, and reads back the
@@ -207,9 +286,51 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
         cpu_us: field("cpu_us_per_frame"),
         events: field("events") as u64,
         dropped: field("dropped") as u64,
+        threads_us: line
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("threads_us_per_frame="))
+            .map(|list| {
+                list.split(',')
+                    .filter_map(|entry| {
+                        let (name, us) = entry.rsplit_once(':')?;
+                        Some((name.to_owned(), us.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         line,
         stdout,
     }
+}
+
+/// The median over runs of each thread group's CPU microseconds per frame (0 in a run without that
+/// thread), for the groups that reach `min_us` in some run; largest first.
+pub fn thread_medians(runs: &[RunResult], min_us: f64) -> Vec<(String, f64)> {
+    let mut names: Vec<&str> = Vec::new();
+    for run in runs {
+        for (name, us) in &run.threads_us {
+            if *us >= min_us && !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+    }
+    let mut medians: Vec<(String, f64)> = names
+        .into_iter()
+        .map(|name| {
+            let per_run: Vec<f64> = runs
+                .iter()
+                .map(|r| {
+                    r.threads_us
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or(0.0, |(_, us)| *us)
+                })
+                .collect();
+            (name.to_owned(), median(&per_run))
+        })
+        .collect();
+    medians.sort_by(|a, b| b.1.total_cmp(&a.1));
+    medians
 }
 
 /// The median; NaN for none.
