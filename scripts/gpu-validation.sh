@@ -793,6 +793,68 @@ device22b() {
     tar -C $logs -czf "$OUT/run22b-results.tar.gz" .
 }
 
+# Batch 25 (issue 25): the ring's prefetch. On lavapipe the 4 MiB ring cost the thread that creates
+# buffers two line misses per push; the producers now prefetch four positions ahead. Built here:
+# frame_overhead at HEAD and at BASE (default cc17373, before the prefetch), both with the per-thread
+# CPU breakdown, and the ring bench.
+build25() {
+    local base=${BASE:-cc17373} head; head=$(git rev-parse --short HEAD)
+    rm -rf /tmp/pk25 && mkdir -p /tmp/pk25
+    cargo build --release --example frame_overhead || return 1
+    cp target/release/examples/frame_overhead /tmp/pk25/frame_overhead
+    local bench; bench=$(cargo bench --bench binding_ring --no-run 2>&1 \
+        | grep -o 'target/release/deps/binding_ring-[0-9a-f]*' | head -1)
+    cp "$bench" /tmp/pk25/binding_ring
+    # The base's src/ with HEAD's examples (the same measurement, the old ring), built in place.
+    git diff --quiet HEAD -- src || { echo "src/ has uncommitted changes"; return 1; }
+    git checkout -q "$base" -- src && cargo build --release --example frame_overhead
+    local rc=$?
+    cp target/release/examples/frame_overhead /tmp/pk25/frame_overhead_base
+    git checkout -q HEAD -- src && touch src/lib.rs
+    [ $rc = 0 ] || return 1
+    strip /tmp/pk25/frame_overhead /tmp/pk25/frame_overhead_base /tmp/pk25/binding_ring
+    echo "head $head base $base" > /tmp/pk25/built.txt
+    pack_devrun /tmp/pk25 churn25
+}
+device25() {
+    setup_device
+    unpack_devrun churn25 /tmp/p25
+    cat /tmp/p25/built.txt | tee -a $logs/env.txt
+    local t0 i
+    echo "== (1) issue 25: no plugin / capture off / floor / no fold / everything on, churn, pinned, 7 rounds"
+    t0=$(date +%s)
+    taskset -c 0-7 timeout -s KILL 200 /tmp/p25/frame_overhead --compare --configs 0,2,4,5,1 --rounds 7 \
+        --frames 300 --warmup 60 > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-600
+    echo "== (2) before / after the prefetch / floor, alternating processes, pinned, 9 rounds"
+    t0=$(date +%s)
+    for i in 1 2 3 4 5 6 7 8 9; do
+        for c in base:frame_overhead_base: head:frame_overhead: floor:frame_overhead:--floor; do
+            IFS=: read -r label exe flag <<< "$c"
+            echo -n "$label "
+            taskset -c 0-7 timeout -s KILL 30 /tmp/p25/$exe $flag --frames 300 --warmup 60 2>/dev/null \
+                | grep "^frame_overhead plugin"
+        done
+    done > $logs/before-after.out
+    echo "before-after after $(( $(date +%s) - t0 )) s"
+    awk '{for(i=1;i<=NF;i++) if($i ~ /^(mean_us|cpu_us_per_frame|threads_us_per_frame)=/) printf "%s ", $i; print $1}' \
+        $logs/before-after.out | cut -c1-300
+    echo "== (3) the four configurations again, pinned, 7 rounds"
+    t0=$(date +%s)
+    taskset -c 0-7 timeout -s KILL 160 /tmp/p25/frame_overhead --compare --configs 0,2,4,1 --rounds 7 \
+        --frames 300 --warmup 60 > $logs/churn2.out 2> $logs/churn2.err
+    echo "churn2 rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn2.out | cut -c1-600
+    echo "== (4) the ring against crossbeam, five runs"
+    for i in 1 2 3 4 5; do
+        (cd /tmp/p25 && timeout -s KILL 60 ./binding_ring --bench --noplot 'this_crate|crossbeam' \
+            > $logs/ring-$i.out 2>&1)
+        grep -E "^binding_ring/|time:" $logs/ring-$i.out | paste - - | sed 's/  */ /g' | cut -c1-160
+    done
+    tar -C $logs -czf "$OUT/run25-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -817,6 +879,8 @@ case "${1:-}" in
     build22) build22 ;;
     device22) device22 ;;
     device22b) device22b ;;
+    build25) build25 ;;
+    device25) device25 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -827,5 +891,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | device | device2 … device22b"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | device | device2 … device22b"; exit 2 ;;
 esac
