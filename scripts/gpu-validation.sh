@@ -855,6 +855,33 @@ device25() {
     tar -C $logs -czf "$OUT/run25-results.tar.gz" .
 }
 
+# Batch 25b: batch 25's host was bimodal (per-round ratios 0.72-1.49), so more rounds of the final
+# build: the four configurations 11 rounds, and base / head / floor alternating 15 rounds.
+device25b() {
+    setup_device
+    unpack_devrun churn25 /tmp/p25
+    cat /tmp/p25/built.txt | tee -a $logs/env.txt
+    local t0 i c
+    echo "== (1) no plugin / capture off / floor / everything on, churn, pinned, 11 rounds"
+    t0=$(date +%s)
+    taskset -c 0-7 timeout -s KILL 250 /tmp/p25/frame_overhead --compare --configs 0,2,4,1 --rounds 11 \
+        --frames 300 --warmup 60 > $logs/churn.out 2> $logs/churn.err
+    echo "churn rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-700
+    echo "== (2) before / after the prefetch / floor, alternating processes, pinned, 15 rounds"
+    t0=$(date +%s)
+    for i in $(seq 15); do
+        for c in base:frame_overhead_base: head:frame_overhead: floor:frame_overhead:--floor; do
+            IFS=: read -r label exe flag <<< "$c"
+            echo -n "$label "
+            taskset -c 0-7 timeout -s KILL 30 /tmp/p25/$exe $flag --frames 300 --warmup 60 2>/dev/null \
+                | grep "^frame_overhead plugin"
+        done
+    done > $logs/before-after.out
+    echo "before-after after $(( $(date +%s) - t0 )) s"
+    tar -C $logs -czf "$OUT/run25b-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -881,6 +908,7 @@ case "${1:-}" in
     device22b) device22b ;;
     build25) build25 ;;
     device25) device25 ;;
+    device25b) device25b ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -891,5 +919,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | device | device2 … device22b"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | device | device2 … device25b"; exit 2 ;;
 esac
