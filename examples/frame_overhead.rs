@@ -31,6 +31,12 @@
 //! `FRAME_OVERHEAD_RING=<records>` sets the plugin's `binding_ring_capacity` (a control run: does the
 //! ring's size, 4 MiB at the default, cost the thread that creates buffers its cache?).
 //!
+//! `--interleave <block>`: one process, everything on, our capture switched to the floor and back
+//! every `block` frames (`GPU_CRASH_REPORTER_COST_INTERLEAVE`): ours as the ratio of the two states'
+//! frame time and CPU time within one process, each block pair's ratio and their median. On a host
+//! whose processes fall into fast and slow modes (the NVIDIA hosts), blocks of one process share its
+//! mode. With `--compare`, `--rounds` such processes and the median and spread of their ratios.
+//!
 //! `--scene` adds a 3D camera rendering 400 lit cubes into a 1280x720 offscreen image, so the
 //! core-pipeline breadcrumbs (per camera stage) are recorded; `--churn 0` turns the buffer churn off.
 
@@ -39,7 +45,7 @@ mod support;
 
 use support::frame_timing::{self, median, wait_for_gpu, FrameTimes, RunResult};
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
@@ -62,6 +68,8 @@ struct Args {
     rounds: usize,
     frames: usize,
     warmup: usize,
+    /// Frames per block of `--interleave` (0: off).
+    interleave: usize,
 }
 
 fn parse_args() -> Args {
@@ -74,6 +82,7 @@ fn parse_args() -> Args {
         rounds: 3,
         frames: 300,
         warmup: 60,
+        interleave: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -104,10 +113,11 @@ fn parse_args() -> Args {
             "--rounds" => args.rounds = number("--rounds"),
             "--frames" => args.frames = number("--frames"),
             "--warmup" => args.warmup = number("--warmup"),
+            "--interleave" => args.interleave = number("--interleave").max(4),
             other => panic!(
                 "unknown argument {other}; usage: frame_overhead [--no-plugin | --no-bindings | \
                  --no-breadcrumbs | --floor | --no-fold] [--scene] [--churn N] [--compare] [--configs 0,2,4,1] \
-                 [--rounds N] [--frames N] [--warmup N]"
+                 [--rounds N] [--frames N] [--warmup N] [--interleave BLOCK]"
             ),
         }
     }
@@ -120,9 +130,17 @@ fn main() -> AppExit {
         std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
     let args = parse_args();
+    if args.compare && args.interleave > 0 {
+        compare_interleaved(&args);
+        return AppExit::Success;
+    }
     if args.compare {
         compare(&args);
         return AppExit::Success;
+    }
+    if args.interleave > 0 {
+        // SAFETY (process-global, but no other thread exists yet).
+        std::env::set_var("GPU_CRASH_REPORTER_COST_INTERLEAVE", "1");
     }
     if args.plugin == 4 {
         // SAFETY (process-global, but no other thread exists yet).
@@ -147,10 +165,15 @@ fn main() -> AppExit {
         });
     }
     support::headless_vulkan(&mut app)
-        .insert_resource(FrameTimes::new(args.plugin, args.warmup, args.frames))
         .insert_resource(ChurnPerFrame(args.churn))
-        .add_systems(First, time_frame)
         .add_systems(Update, churn_buffers);
+    if args.interleave > 0 {
+        app.insert_resource(Interleave::new(args.interleave, args.warmup, args.frames))
+            .add_systems(First, interleave_frame);
+    } else {
+        app.insert_resource(FrameTimes::new(args.plugin, args.warmup, args.frames))
+            .add_systems(First, time_frame);
+    }
     if args.scene {
         app.add_systems(Startup, scene);
         app.sub_app_mut(bevy::render::RenderApp).add_systems(
@@ -173,6 +196,187 @@ fn time_frame(
         println!("{}", summary.line("frame_overhead", reporter.as_deref()));
         exit.write(AppExit::Success);
     }
+}
+
+/// `--interleave`: blocks of frames alternating between everything on and the floor in one process.
+#[derive(Resource)]
+struct Interleave {
+    block: usize,
+    warmup: usize,
+    /// Timed frames wanted (both states together).
+    frames: usize,
+    last: Option<Instant>,
+    /// Frames started so far (warm-up included).
+    started: usize,
+    /// The state of the frame now running: at the floor or everything on.
+    floor_now: bool,
+    /// Per block: its state, the frame times kept (not the first two after a switch, whose events
+    /// and destroys straddle it), and the process CPU time over the block.
+    blocks: Vec<(bool, Vec<Duration>, f64)>,
+    cpu_mark: f64,
+}
+
+/// Frames after a switch that are not timed: a buffer destroyed in one frame is released by wgpu a
+/// frame or two later, so those frames still see the previous state's events.
+const SWITCH_SETTLE_FRAMES: usize = 2;
+
+impl Interleave {
+    fn new(block: usize, warmup: usize, frames: usize) -> Self {
+        Self {
+            block,
+            warmup,
+            frames,
+            last: None,
+            started: 0,
+            floor_now: false,
+            blocks: Vec::new(),
+            cpu_mark: 0.0,
+        }
+    }
+}
+
+/// The process's CPU time in microseconds, summed over its live threads (ns precision).
+fn process_cpu_us() -> f64 {
+    frame_timing::thread_cpu_times()
+        .iter()
+        .map(|t| t.ns() as f64 / 1e3)
+        .sum()
+}
+
+fn interleave_frame(
+    mut state: ResMut<Interleave>,
+    reporter: Option<Res<GpuCrashReporter>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    let now = Instant::now();
+    let previous = state.last.replace(now);
+    let frame = state.started; // index of the frame starting now
+    state.started += 1;
+    if frame < state.warmup {
+        return;
+    }
+    let timed = frame - state.warmup; // this frame's index among measured frames
+                                      // The frame that just ended (index timed - 1) belongs to the last block.
+    if timed > 0 {
+        let in_block = (timed - 1) % state.block;
+        if let (Some(previous), Some(block)) = (previous, state.blocks.last_mut()) {
+            if in_block >= SWITCH_SETTLE_FRAMES {
+                block.1.push(now - previous);
+            }
+        }
+    }
+    if timed.is_multiple_of(state.block) {
+        let cpu = process_cpu_us();
+        let since = cpu - state.cpu_mark;
+        state.cpu_mark = cpu;
+        if let Some(block) = state.blocks.last_mut() {
+            block.2 = since;
+        }
+        if timed >= state.frames {
+            println!("{}", interleave_summary(&state, reporter.as_deref()));
+            exit.write(AppExit::Success);
+            return;
+        }
+        // Blocks go on, floor, on, floor, ...: the first timed block is everything on.
+        let floor = state.blocks.len() % 2 == 1;
+        state.floor_now = floor;
+        bevy_gpu_crash_reporter::__test_support::set_cost_floor_now(floor);
+        state.blocks.push((floor, Vec::new(), 0.0));
+    }
+}
+
+/// `frame_overhead_interleave block=.. pairs=.. ratio_mean=.. ratio_pairs_median=.. ratio_cpu=..
+/// on_mean_us=.. floor_mean_us=.. on_cpu_us_per_frame=.. floor_cpu_us_per_frame=.. events=.. dropped=..`
+fn interleave_summary(state: &Interleave, reporter: Option<&GpuCrashReporter>) -> String {
+    let mean_us = |times: &[Duration]| {
+        times.iter().map(|d| d.as_secs_f64() * 1e6).sum::<f64>() / times.len().max(1) as f64
+    };
+    let (mut on, mut floor, mut on_cpu, mut floor_cpu) = (Vec::new(), Vec::new(), 0.0, 0.0);
+    let mut pair_ratios = Vec::new();
+    for pair in state.blocks.chunks_exact(2) {
+        let ((_, a, a_cpu), (_, b, b_cpu)) = (&pair[0], &pair[1]);
+        pair_ratios.push(mean_us(a) / mean_us(b));
+        on.extend_from_slice(a);
+        floor.extend_from_slice(b);
+        on_cpu += a_cpu;
+        floor_cpu += b_cpu;
+    }
+    let pairs = pair_ratios.len();
+    let (on_cpu, floor_cpu) = (
+        on_cpu / (pairs * state.block).max(1) as f64,
+        floor_cpu / (pairs * state.block).max(1) as f64,
+    );
+    let (events, dropped) = reporter
+        .map(|r| (r.index_stats().events, r.binding_events_dropped()))
+        .unwrap_or((0, 0));
+    format!(
+        "frame_overhead_interleave block={} pairs={pairs} ratio_mean={:.4} ratio_pairs_median={:.4} \
+         ratio_cpu={:.4} on_mean_us={:.1} floor_mean_us={:.1} on_cpu_us_per_frame={on_cpu:.1} \
+         floor_cpu_us_per_frame={floor_cpu:.1} events={events} dropped={dropped}",
+        state.block,
+        mean_us(&on) / mean_us(&floor),
+        median(&pair_ratios),
+        on_cpu / floor_cpu,
+        mean_us(&on),
+        mean_us(&floor),
+    )
+}
+
+/// `--compare --interleave`: `rounds` interleaved processes, their ratios' median and spread.
+fn compare_interleaved(args: &Args) {
+    println!(
+        "frame_overhead --compare --interleave {}: {} processes, each {} timed frames after {} warm-up \
+         in blocks of {} frames alternating everything on / floor, {} buffers created+destroyed per frame",
+        args.interleave, args.rounds, args.frames, args.warmup, args.interleave, args.churn
+    );
+    let exe = std::env::current_exe().expect("own executable");
+    let mut ratios: [Vec<f64>; 3] = Default::default();
+    for _ in 0..args.rounds {
+        let out = std::process::Command::new(&exe)
+            .args(["--interleave", &args.interleave.to_string()])
+            .args(["--frames", &args.frames.to_string()])
+            .args(["--warmup", &args.warmup.to_string()])
+            .args(["--churn", &args.churn.to_string()])
+            .output()
+            .expect("run an interleaved child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = stdout
+            .lines()
+            .find(|l| l.starts_with("frame_overhead_interleave "))
+        else {
+            println!("  child printed no result ({})", out.status);
+            continue;
+        };
+        println!("  {line}");
+        for (i, name) in ["ratio_mean", "ratio_pairs_median", "ratio_cpu"]
+            .iter()
+            .enumerate()
+        {
+            if let Some(v) = line
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.parse().ok())
+            {
+                ratios[i].push(v);
+            }
+        }
+    }
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(*x), hi.max(*x))
+            });
+        format!("x{:.3} ({lo:.3}-{hi:.3})", median(v))
+    };
+    println!(
+        "frame_overhead interleaved [ours: everything on / floor, one process]: mean frame {}, \
+         block pairs' median {}, CPU/frame {} (median over {} processes, min-max)",
+        spread(&ratios[0]),
+        spread(&ratios[1]),
+        spread(&ratios[2]),
+        ratios[0].len()
+    );
 }
 
 #[derive(Default)]

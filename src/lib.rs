@@ -87,6 +87,7 @@ pub mod __test_support {
     };
     pub use crate::plugin::BindingMessengerGuard;
     pub use crate::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
+    pub use crate::vulkan::messenger::set_cost_floor_now;
 
     /// An asset map holding `meshes` meshes (vertex and index data each, in 16 slabs, paths like a
     /// glTF primitive's) and `images` image assets, then `freed` more meshes placed and removed (the

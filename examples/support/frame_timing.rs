@@ -148,6 +148,13 @@ pub struct ThreadCpu {
     ns: u64,
 }
 
+impl ThreadCpu {
+    /// Nanoseconds on a CPU so far.
+    pub fn ns(&self) -> u64 {
+        self.ns
+    }
+}
+
 /// Every live thread's CPU time, from `/proc/self/task/<tid>/schedstat` (first field: nanoseconds on
 /// a CPU, exact, unlike the 10 ms ticks of `stat`); empty where that does not exist.
 pub fn thread_cpu_times() -> Vec<ThreadCpu> {

@@ -1,6 +1,7 @@
 //! Our `VkDebugUtilsMessengerEXT` for address-binding messages, destroyed on drop.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ash::vk;
@@ -12,6 +13,40 @@ use crate::capture::BindingRing;
 /// driver produces every binding report) but its callback returns at once, without decoding or
 /// pushing: the floor under our own capture cost (BENCHMARKS.md, "the driver's share").
 pub(crate) const COST_FLOOR_VAR: &str = "GPU_CRASH_REPORTER_COST_FLOOR";
+
+/// Environment variable for cost measurements only: with it set, the messenger's callback switches
+/// between ours and the floor's at run time ([`set_cost_floor_now`]), so one process can alternate
+/// blocks of frames with and without our capture. Frame times of a big scene on the NVIDIA hosts are
+/// bimodal from one process to the next (BENCHMARKS.md), wider than a 3% share; blocks inside one
+/// process share its mode.
+pub(crate) const COST_INTERLEAVE_VAR: &str = "GPU_CRASH_REPORTER_COST_INTERLEAVE";
+
+/// Whether the interleaved callback is at the floor now. Relaxed: a switch for a measurement, read
+/// per event; an event on either side of a flip may go either way.
+static COST_FLOOR_NOW: AtomicBool = AtomicBool::new(false);
+
+/// Switches the interleaved callback ([`COST_INTERLEAVE_VAR`]) between the floor (`true`: events
+/// dropped unread) and ours; without that variable at messenger registration, it changes nothing.
+pub fn set_cost_floor_now(floor: bool) {
+    COST_FLOOR_NOW.store(floor, Ordering::Relaxed);
+}
+
+/// The interleaved measurement's callback: the floor's or ours, as [`set_cost_floor_now`] last said.
+///
+/// # Safety
+/// As [`address_binding_callback`].
+unsafe extern "system" fn interleaved(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    message_types: vk::DebugUtilsMessageTypeFlagsEXT,
+    callback_data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user_data: *mut c_void,
+) -> vk::Bool32 {
+    if COST_FLOOR_NOW.load(Ordering::Relaxed) {
+        return vk::FALSE;
+    }
+    // SAFETY: the caller's contract is the callback's own.
+    unsafe { address_binding_callback(severity, message_types, callback_data, user_data) }
+}
 
 /// The floor's callback: the driver's report is delivered, and nothing of ours runs.
 unsafe extern "system" fn returns_at_once(
@@ -49,8 +84,14 @@ impl BindingMessenger {
             ring,
             device_generation,
         });
-        let floor = std::env::var_os(COST_FLOOR_VAR).is_some_and(|v| !v.is_empty());
-        let callback: vk::PFN_vkDebugUtilsMessengerCallbackEXT = if floor {
+        let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        let callback: vk::PFN_vkDebugUtilsMessengerCallbackEXT = if set(COST_INTERLEAVE_VAR) {
+            bevy::log::warn!(
+                "GPU crash reporter: {COST_INTERLEAVE_VAR} is set: binding events are dropped \
+                 unread while the measurement says so (a cost measurement, BENCHMARKS.md)"
+            );
+            Some(interleaved)
+        } else if set(COST_FLOOR_VAR) {
             bevy::log::warn!(
                 "GPU crash reporter: {COST_FLOOR_VAR} is set: the binding report stays on but its \
                  events are dropped unread (a cost measurement, BENCHMARKS.md); reports will not \

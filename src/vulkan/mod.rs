@@ -8,7 +8,7 @@ mod capabilities;
 pub mod fault;
 mod features;
 pub(crate) mod markers;
-mod messenger;
+pub(crate) mod messenger;
 mod plan;
 mod probe;
 pub(crate) mod texture;
