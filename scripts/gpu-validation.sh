@@ -882,6 +882,24 @@ device25b() {
     tar -C $logs -czf "$OUT/run25b-results.tar.gz" .
 }
 
+# Batch 25c: ours inside one process (frame_overhead --interleave), blocks of 20 frames, and of 10
+# and 40 as a control on the block length; pinned as the others.
+device25c() {
+    setup_device
+    unpack_devrun churn25 /tmp/p25
+    cat /tmp/p25/built.txt | tee -a $logs/env.txt
+    local t0 b
+    for b in 20 10 40; do
+        echo "== interleaved, blocks of $b frames, 11 processes"
+        t0=$(date +%s)
+        taskset -c 0-7 timeout -s KILL 150 /tmp/p25/frame_overhead --compare --interleave $b --rounds 11 \
+            --frames 600 --warmup 60 > $logs/interleave-$b.out 2> $logs/interleave-$b.err
+        echo "interleave $b rc=$? after $(( $(date +%s) - t0 )) s"
+        cut -c1-400 $logs/interleave-$b.out
+    done
+    tar -C $logs -czf "$OUT/run25c-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -909,6 +927,7 @@ case "${1:-}" in
     build25) build25 ;;
     device25) device25 ;;
     device25b) device25b ;;
+    device25c) device25c ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -919,5 +938,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | device | device2 … device25b"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | device | device2 … device25c"; exit 2 ;;
 esac
