@@ -395,6 +395,7 @@ fn in_bugsink_the_asset_is_the_title_and_tag_and_other_slab_numbering_groups_int
 #[ignore = "child process entry point: the tests above start it"]
 fn child() {
     common::use_runtime_dir();
+    common::trace_segfaults_if_asked();
     let case = std::env::var(CASE_VAR).unwrap_or_default();
     // `ASSET_NAMING_ASSETS`: where the level's files are when the binary runs elsewhere (the GPU
     // host of scripts/gpu-validation.sh batch 22).
