@@ -904,6 +904,57 @@ device25c() {
     tar -C $logs -czf "$OUT/run25c-results.tar.gz" .
 }
 
+# Batch 26: where the asset_naming child dies of SIGSEGV on NVIDIA after its report (the image case,
+# batches 22 and 22c), traced with GPU_CRASH_SEGV_TRACE=1; the unstripped binary stays on dev
+# (/tmp/pk26-debug) for addr2line. Then ours inside one process, blocks of 20, on whatever card came.
+build26() {
+    cargo build --release -p gpu_crash_drill_layer && cargo build --release --example frame_overhead || return 1
+    local child; child=$(cargo test --release --test asset_naming --no-run 2>&1 \
+        | grep -o 'target/release/deps/asset_naming-[0-9a-f]*' | head -1)
+    rm -rf /tmp/pk26 /tmp/pk26-debug && mkdir -p /tmp/pk26/layer /tmp/pk26-debug
+    cp "$child" /tmp/pk26/asset_naming && cp "$child" /tmp/pk26-debug/asset_naming
+    cp target/release/examples/frame_overhead /tmp/pk26/
+    cp target/release/libgpu_crash_drill_layer.so /tmp/pk26/layer/
+    cp target/release/libgpu_crash_drill_layer.so /tmp/pk26-debug/
+    cp -r tests/assets /tmp/pk26/assets
+    cargo run -q --release -p xtask -- layer-manifest /tmp/gv-stage/layer26
+    sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
+        /tmp/gv-stage/layer26/VK_LAYER_gpu_crash_drill.json > /tmp/pk26/layer/VK_LAYER_gpu_crash_drill.json
+    strip /tmp/pk26/frame_overhead /tmp/pk26/asset_naming /tmp/pk26/layer/libgpu_crash_drill_layer.so
+    pack_devrun /tmp/pk26 segv26
+}
+device26() {
+    setup_device
+    unpack_devrun segv26 /tmp/p26
+    local c t0 i
+    echo "== (1) the asset_naming child under GPU_CRASH_SEGV_TRACE, image and tree-vertex cases, twice"
+    for i in 1 2; do
+    for c in image:in-bounds:terrain_grass@4096 tree-vertex:in-bounds; do
+        local case=${c%%:*} scenario=${c#*:}
+        rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
+        local aim=/tmp/an-$case/aim; [ $case = image ] && aim=""
+        (cd /tmp/p26 && env GPU_CRASH_SEGV_TRACE=1 ASSET_NAMING_ASSETS=/tmp/p26/assets ASSET_NAMING_CASE=$case \
+            ${aim:+GPU_CRASH_DRILL_AIM=$aim} GPU_CRASH_DRILL=$scenario GPU_CRASH_DRILL_AFTER=1 \
+            GPU_CRASH_DRILL_PRECISION=4 GPU_CRASH_REPORT_DIR=/tmp/an-$case/reports \
+            VK_LAYER_PATH=/tmp/p26/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+            timeout -s KILL 60 ./asset_naming --exact child --ignored --nocapture \
+            > $logs/an-$case-$i.out 2> $logs/an-$case-$i.err)
+        echo "asset $case run $i rc=$?"
+        grep -hE "^GPU fault" $logs/an-$case-$i.out $logs/an-$case-$i.err | cut -c1-200
+        grep -h -A40 "^SIGSEGV at" $logs/an-$case-$i.err | grep -vE "WARN|INFO" | head -40
+        grep -hE "panicked|thread '" $logs/an-$case-$i.err | head -5
+    done
+    done
+    (dmesg 2>&1 | tail -5) || true
+    echo "== (2) ours inside one process, blocks of 20 frames, 11 processes"
+    t0=$(date +%s)
+    taskset -c 0-7 timeout -s KILL 150 /tmp/p26/frame_overhead --compare --interleave 20 --rounds 11 \
+        --frames 600 --warmup 60 > $logs/interleave-20.out 2> $logs/interleave-20.err
+    echo "interleave 20 rc=$? after $(( $(date +%s) - t0 )) s"
+    tail -1 $logs/interleave-20.out | cut -c1-400
+    tar -C $logs -czf "$OUT/run26-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build9) build9 ;;
@@ -932,6 +983,8 @@ case "${1:-}" in
     device25) device25 ;;
     device25b) device25b ;;
     device25c) device25c ;;
+    build26) build26 ;;
+    device26) device26 ;;
     device9) device9 ;;
     device8) device8 ;;
     device7) device7 ;;
@@ -942,5 +995,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | device | device2 … device25c"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | build26 | device | device2 … device26"; exit 2 ;;
 esac
