@@ -928,7 +928,8 @@ device26() {
     unpack_devrun segv26 /tmp/p26
     local c t0 i
     echo "== (1) the asset_naming child under GPU_CRASH_SEGV_TRACE, image and tree-vertex cases, twice"
-    for i in 1 2; do
+    # ONLY_INTERLEAVE=1: part (2) alone (the run for a card that batch 26 did not get).
+    for i in $([ -n "${ONLY_INTERLEAVE:-}" ] || echo 1 2); do
     for c in image:in-bounds:terrain_grass@4096 tree-vertex:in-bounds; do
         local case=${c%%:*} scenario=${c#*:}
         rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
