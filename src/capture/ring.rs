@@ -43,8 +43,9 @@ const PREFETCH_POSITIONS_AHEAD: u64 = 4;
 /// further ahead than a producer, whose events come microseconds apart.
 const CONSUMER_PREFETCH_AHEAD: u64 = 16;
 
-/// Asks the CPU to bring both cache lines of `slot` into this core's cache, for writing where the
-/// CPU can (`PREFETCHW`; a read prefetch elsewhere): a hint that changes nothing the program computes.
+/// Asks the CPU to bring both cache lines of `slot` into this core's cache (`PREFETCHT0`; the x86_64
+/// baseline has no write prefetch, and a line no other core holds arrives exclusive, so the write that
+/// follows needs no second request): a hint that changes nothing the program computes.
 #[inline(always)]
 fn prefetch_slot(slot: &Slot) {
     #[cfg(target_arch = "x86_64")]
@@ -53,9 +54,9 @@ fn prefetch_slot(slot: &Slot) {
         // SAFETY: a prefetch never faults and changes no state the program can observe; both
         // addresses lie inside the slot (128 bytes, two 64-byte lines); SSE is x86_64 baseline.
         unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-            _mm_prefetch::<_MM_HINT_ET0>(line);
-            _mm_prefetch::<_MM_HINT_ET0>(line.add(64));
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(line);
+            _mm_prefetch::<_MM_HINT_T0>(line.add(64));
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
