@@ -352,11 +352,7 @@ fn compare_interleaved(args: &Args) {
             .iter()
             .enumerate()
         {
-            if let Some(v) = line
-                .split_whitespace()
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.parse().ok())
-            {
+            if let Some(v) = frame_timing::line_field(line, name) {
                 ratios[i].push(v);
             }
         }

@@ -279,12 +279,7 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
             )
         })
         .to_owned();
-    let field = |name: &str| -> f64 {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
-    };
+    let field = |name: &str| line_field(&line, name).unwrap_or(f64::NAN);
     RunResult {
         median_us: field("median_us"),
         mean_us: field("mean_us"),
@@ -308,6 +303,13 @@ pub fn run_child(program: &str, args: &[String], plugin: u8) -> RunResult {
         line,
         stdout,
     }
+}
+
+/// The number after `name=` in a result line (`key=value` fields separated by spaces).
+pub fn line_field(line: &str, name: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
 }
 
 /// The median over runs of each thread group's CPU microseconds per frame (0 in a run without that
