@@ -470,6 +470,46 @@ pack_devrun() {
     ls -la .devrun
 }
 
+# There: the ring against crossbeam, five runs of the bench in DIR, each killed after KILL_S seconds.
+ring_bench_five() {
+    local dir=$1 kill_s=$2 i
+    for i in 1 2 3 4 5; do
+        (cd "$dir" && timeout -s KILL "$kill_s" ./binding_ring --bench --noplot 'this_crate|crossbeam' \
+            > $logs/ring-$i.out 2>&1)
+        grep -E "^binding_ring/|time:" $logs/ring-$i.out | paste - - | sed 's/  */ /g' | cut -c1-160
+    done
+}
+
+# There: ROUNDS rounds of single pinned processes from DIR, alternating the ring before the prefetch
+# (frame_overhead_base), after it, and the floor, into $logs/before-after.out.
+alternate_before_after() {
+    local dir=$1 rounds=$2 i c label exe flag
+    for i in $(seq "$rounds"); do
+        for c in base:frame_overhead_base: head:frame_overhead: floor:frame_overhead:--floor; do
+            IFS=: read -r label exe flag <<< "$c"
+            echo -n "$label "
+            taskset -c 0-7 timeout -s KILL 30 "$dir/$exe" $flag --frames 300 --warmup 60 2>/dev/null \
+                | grep "^frame_overhead plugin"
+        done
+    done > $logs/before-after.out
+}
+
+# There: one asset_naming child from DIR under the drill (CASE, SCENARIO; the image case needs no
+# aim file), its output in $logs/an-STEM.{out,err}; the caller's environment passes through
+# (GPU_CRASH_SEGV_TRACE). Prints the exit code line.
+asset_naming_case() {
+    local dir=$1 case=$2 scenario=$3 stem=$4
+    rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
+    local aim=/tmp/an-$case/aim; [ $case = image ] && aim=""
+    (cd "$dir" && env ASSET_NAMING_ASSETS=$dir/assets ASSET_NAMING_CASE=$case \
+        ${aim:+GPU_CRASH_DRILL_AIM=$aim} GPU_CRASH_DRILL=$scenario GPU_CRASH_DRILL_AFTER=1 \
+        GPU_CRASH_DRILL_PRECISION=4 GPU_CRASH_REPORT_DIR=/tmp/an-$case/reports \
+        VK_LAYER_PATH=$dir/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+        timeout -s KILL 60 ./asset_naming --exact child --ignored --nocapture \
+        > $logs/an-$stem.out 2> $logs/an-$stem.err)
+    echo "asset $stem rc=$?"
+}
+
 # There: unpacks .devrun/NAME.tar.xz into DIR and notes its commit in the batch's env.txt.
 unpack_devrun() {
     mkdir -p "$2" && tar -C "$2" -xJf ".devrun/$1.tar.xz"
@@ -702,11 +742,7 @@ device20() {
     echo "churn-ring4096 rc=$? after $(( $(date +%s) - t0 )) s"
     grep -vE "^  frame_overhead plugin" $logs/churn-ring4096.out | cut -c1-500
     echo "== (2) ring vs crossbeam (whole callback, push only), 1 and 2 producers, 5 runs"
-    for i in 1 2 3 4 5; do
-        (cd /tmp/p20 && timeout -s KILL 100 ./binding_ring --bench --noplot 'this_crate|crossbeam' \
-            > $logs/ring-$i.out 2>&1)
-        grep -E "^binding_ring/|time:" $logs/ring-$i.out | paste - - | sed 's/  */ /g' | cut -c1-160
-    done
+    ring_bench_five /tmp/p20 100
     tar -C $logs -czf "$OUT/run20-results.tar.gz" .
 }
 
@@ -757,15 +793,7 @@ device22() {
     echo "== (1) asset naming under the drill on the NVIDIA driver"
     for c in tree-vertex:in-bounds tree-index:in-bounds image:in-bounds:terrain_grass@4096; do
         local case=${c%%:*} scenario=${c#*:}
-        rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
-        local aim=/tmp/an-$case/aim; [ $case = image ] && aim=""
-        (cd /tmp/p22 && env ASSET_NAMING_ASSETS=/tmp/p22/assets ASSET_NAMING_CASE=$case \
-            ${aim:+GPU_CRASH_DRILL_AIM=$aim} GPU_CRASH_DRILL=$scenario GPU_CRASH_DRILL_AFTER=1 \
-            GPU_CRASH_DRILL_PRECISION=4 GPU_CRASH_REPORT_DIR=/tmp/an-$case/reports \
-            VK_LAYER_PATH=/tmp/p22/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
-            timeout -s KILL 60 ./asset_naming --exact child --ignored --nocapture \
-            > $logs/an-$case.out 2> $logs/an-$case.err)
-        echo "asset $case rc=$?"
+        asset_naming_case /tmp/p22 $case $scenario $case
         grep -hE "TRUTH|gpu_crash_drill\] (injected|GPU_CRASH)|^GPU fault" $logs/an-$case.out $logs/an-$case.err | cut -c1-300
         cp /tmp/an-$case/reports/*.json $logs/ 2>/dev/null
     done
@@ -833,14 +861,7 @@ device25() {
     grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-600
     echo "== (2) before / after the prefetch / floor, alternating processes, pinned, 9 rounds"
     t0=$(date +%s)
-    for i in 1 2 3 4 5 6 7 8 9; do
-        for c in base:frame_overhead_base: head:frame_overhead: floor:frame_overhead:--floor; do
-            IFS=: read -r label exe flag <<< "$c"
-            echo -n "$label "
-            taskset -c 0-7 timeout -s KILL 30 /tmp/p25/$exe $flag --frames 300 --warmup 60 2>/dev/null \
-                | grep "^frame_overhead plugin"
-        done
-    done > $logs/before-after.out
+    alternate_before_after /tmp/p25 9
     echo "before-after after $(( $(date +%s) - t0 )) s"
     awk '{for(i=1;i<=NF;i++) if($i ~ /^(mean_us|cpu_us_per_frame|threads_us_per_frame)=/) printf "%s ", $i; print $1}' \
         $logs/before-after.out | cut -c1-300
@@ -851,11 +872,7 @@ device25() {
     echo "churn2 rc=$? after $(( $(date +%s) - t0 )) s"
     grep -vE "^  frame_overhead plugin" $logs/churn2.out | cut -c1-600
     echo "== (4) the ring against crossbeam, five runs"
-    for i in 1 2 3 4 5; do
-        (cd /tmp/p25 && timeout -s KILL 60 ./binding_ring --bench --noplot 'this_crate|crossbeam' \
-            > $logs/ring-$i.out 2>&1)
-        grep -E "^binding_ring/|time:" $logs/ring-$i.out | paste - - | sed 's/  */ /g' | cut -c1-160
-    done
+    ring_bench_five /tmp/p25 60
     tar -C $logs -czf "$OUT/run25-results.tar.gz" .
 }
 
@@ -874,14 +891,7 @@ device25b() {
     grep -vE "^  frame_overhead plugin" $logs/churn.out | cut -c1-700
     echo "== (2) before / after the prefetch / floor, alternating processes, pinned, 15 rounds"
     t0=$(date +%s)
-    for i in $(seq 15); do
-        for c in base:frame_overhead_base: head:frame_overhead: floor:frame_overhead:--floor; do
-            IFS=: read -r label exe flag <<< "$c"
-            echo -n "$label "
-            taskset -c 0-7 timeout -s KILL 30 /tmp/p25/$exe $flag --frames 300 --warmup 60 2>/dev/null \
-                | grep "^frame_overhead plugin"
-        done
-    done > $logs/before-after.out
+    alternate_before_after /tmp/p25 15
     echo "before-after after $(( $(date +%s) - t0 )) s"
     tar -C $logs -czf "$OUT/run25b-results.tar.gz" .
 }
@@ -932,15 +942,7 @@ device26() {
     for i in $([ -n "${ONLY_INTERLEAVE:-}" ] || echo 1 2); do
     for c in image:in-bounds:terrain_grass@4096 tree-vertex:in-bounds; do
         local case=${c%%:*} scenario=${c#*:}
-        rm -rf /tmp/an-$case && mkdir -p /tmp/an-$case
-        local aim=/tmp/an-$case/aim; [ $case = image ] && aim=""
-        (cd /tmp/p26 && env GPU_CRASH_SEGV_TRACE=1 ASSET_NAMING_ASSETS=/tmp/p26/assets ASSET_NAMING_CASE=$case \
-            ${aim:+GPU_CRASH_DRILL_AIM=$aim} GPU_CRASH_DRILL=$scenario GPU_CRASH_DRILL_AFTER=1 \
-            GPU_CRASH_DRILL_PRECISION=4 GPU_CRASH_REPORT_DIR=/tmp/an-$case/reports \
-            VK_LAYER_PATH=/tmp/p26/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
-            timeout -s KILL 60 ./asset_naming --exact child --ignored --nocapture \
-            > $logs/an-$case-$i.out 2> $logs/an-$case-$i.err)
-        echo "asset $case run $i rc=$?"
+        GPU_CRASH_SEGV_TRACE=1 asset_naming_case /tmp/p26 $case $scenario $case-$i
         grep -hE "^GPU fault" $logs/an-$case-$i.out $logs/an-$case-$i.err | cut -c1-200
         grep -h -A40 "^SIGSEGV at" $logs/an-$case-$i.err | grep -vE "WARN|INFO" | head -40
         grep -hE "panicked|thread '" $logs/an-$case-$i.err | head -5
