@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{AddressIndex, IndexSettings, PREFETCH_AHEAD};
+use crate::capture::record::generation_tag;
 use crate::capture::{BindingRecord, BindingRing, RingConsumer};
 
 /// The index shared between the indexer thread and whoever resolves a fault.
@@ -29,9 +30,8 @@ pub struct IndexerHandle {
     ring: Arc<BindingRing>,
     index: SharedIndex,
     consumer: Arc<Mutex<Consumer>>,
-    /// Whether the index holds unbinds back (see [`AddressIndex::set_holding`]); applied by the
-    /// next drain.
-    hold_unbinds: Arc<AtomicBool>,
+    /// Which devices' unbinds are held and which devices' index a report still reads.
+    claims: Arc<Mutex<DeviceClaims>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -41,7 +41,7 @@ impl IndexerHandle {
     pub fn spawn(ring_capacity: usize, settings: IndexSettings) -> std::io::Result<Self> {
         let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
         let index: SharedIndex = Arc::new(Mutex::new(AddressIndex::new(settings)));
-        let hold_unbinds = Arc::new(AtomicBool::new(false));
+        let claims = Arc::new(Mutex::new(DeviceClaims::default()));
         let no_fold = std::env::var_os(COST_NO_FOLD_VAR).is_some_and(|v| !v.is_empty());
         if no_fold {
             bevy::log::warn!(
@@ -53,10 +53,10 @@ impl IndexerHandle {
         let consumer = Arc::new(Mutex::new(Consumer {
             ring: consumer,
             device: DeviceFilter::default(),
-            hold_unbinds: hold_unbinds.clone(),
-            holding: false,
+            claims: claims.clone(),
             no_fold,
             batch: Vec::with_capacity(BATCH),
+            deferred: Vec::with_capacity(BATCH),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -77,7 +77,7 @@ impl IndexerHandle {
             ring,
             index,
             consumer,
-            hold_unbinds,
+            claims,
             stop,
             thread: Some(thread),
         })
@@ -101,12 +101,43 @@ impl IndexerHandle {
         }
     }
 
-    /// Asks the index to hold unbinds back (a fault may have happened, its report is not built yet)
-    /// or to stop; the next drain applies it. Called by the watchdog and the loss handler, never
-    /// blocks.
-    pub fn hold_unbinds(&self, on: bool) {
-        // Release: the drain that Acquire-loads it folds under the new setting.
-        self.hold_unbinds.store(on, Ordering::Release);
+    /// Asks the index to hold unbinds of render device `generation` back (a fault may have happened
+    /// on it, its report is not built yet); the next drain applies it. Each hold ends with its own
+    /// [`Self::release_hold`] (the watchdog and a loss report hold and release independently), and
+    /// none outlives its device: the index of a newer device starts without. Never blocks on the
+    /// index.
+    pub fn hold_unbinds(&self, generation: u32) {
+        self.claims().holds.push(generation_tag(generation));
+        self.wake();
+    }
+
+    /// Ends one hold of device `generation` (another holder's, or another device's, stays).
+    pub fn release_hold(&self, generation: u32) {
+        self.claims().holds.remove_one(generation_tag(generation));
+        self.wake();
+    }
+
+    /// Keeps the index on render device `generation` until [`Self::unpin_device`]: a report of that
+    /// device's loss is built on a thread of its own while the game goes on, and a recovered
+    /// device's first events must not empty the index under it. They wait in the ring meanwhile
+    /// (beyond its capacity they are counted as dropped, as always). With several devices pinned
+    /// (a recovered device lost again before the first report was built), the index moves on one
+    /// device at a time, as each one's report is done.
+    pub fn pin_device(&self, generation: u32) {
+        self.claims().pins.push(generation_tag(generation));
+    }
+
+    /// Ends one [`Self::pin_device`] of `generation`.
+    pub fn unpin_device(&self, generation: u32) {
+        self.claims().pins.remove_one(generation_tag(generation));
+        self.wake();
+    }
+
+    fn claims(&self) -> MutexGuard<'_, DeviceClaims> {
+        self.claims.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
         if let Some(thread) = &self.thread {
             thread.thread().unpark();
         }
@@ -141,14 +172,45 @@ pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
 struct Consumer {
     ring: RingConsumer,
     device: DeviceFilter,
-    hold_unbinds: Arc<AtomicBool>,
-    /// The setting the index has now.
-    holding: bool,
+    claims: Arc<Mutex<DeviceClaims>>,
     /// [`COST_NO_FOLD_VAR`]: drain and drop.
     no_fold: bool,
     /// The records of one batch, allocated once: a drain (every frame, and on the crash path)
     /// allocates nothing.
     batch: Vec<BindingRecord>,
+    /// A newer device's records drained while the index was pinned to an older one, oldest first;
+    /// folded once the pin ends, before anything newer (allocated once, at most a batch).
+    deferred: Vec<BindingRecord>,
+}
+
+/// Device generation tags (`generation_tag`) with a claim on the index: holds and pins are
+/// multisets, one entry per holder, so two holders of one device release independently. A few
+/// entries at most (a device or two in a crash); locked by the indexer thread once per drain and by
+/// the crash path, never by the messenger callback.
+#[derive(Default)]
+struct DeviceClaims {
+    holds: Claims,
+    pins: Claims,
+}
+
+/// One kind of claim: a tag per holder.
+#[derive(Default)]
+struct Claims(Vec<u8>);
+
+impl Claims {
+    fn push(&mut self, tag: u8) {
+        self.0.push(tag);
+    }
+
+    fn remove_one(&mut self, tag: u8) {
+        if let Some(i) = self.0.iter().position(|t| *t == tag) {
+            self.0.swap_remove(i);
+        }
+    }
+
+    fn contains(&self, tag: u8) -> bool {
+        tag != 0 && self.0.contains(&tag)
+    }
 }
 
 /// Keeps the index to one render device: the first event of a newer device generation (a renderer
@@ -168,18 +230,28 @@ enum DeviceVerdict {
 }
 
 impl DeviceFilter {
+    /// Whether `record` is of a newer device than the index describes (it would reset the index).
+    fn is_newer(&self, record: &BindingRecord) -> bool {
+        let tag = record.device_generation();
+        tag != 0 && tag != self.generation && (self.generation == 0 || self.forward(tag) < 128)
+    }
+
+    /// How many generations `tag` is ahead of the index's device. Tags wrap 255 -> 1 (see
+    /// `generation_tag`): newer is a short forward distance.
+    fn forward(&self, tag: u8) -> u8 {
+        if tag > self.generation {
+            tag - self.generation
+        } else {
+            (255 - self.generation) + tag
+        }
+    }
+
     fn judge(&mut self, record: &BindingRecord) -> DeviceVerdict {
         let tag = record.device_generation();
         if tag == 0 || tag == self.generation {
             return DeviceVerdict::Apply;
         }
-        // Tags wrap 255 -> 1 (see `generation_tag`): newer is a short forward distance.
-        let forward = if tag > self.generation {
-            tag - self.generation
-        } else {
-            (255 - self.generation) + tag
-        };
-        if self.generation == 0 || forward < 128 {
+        if self.generation == 0 || self.forward(tag) < 128 {
             self.generation = tag;
             DeviceVerdict::ResetThenApply
         } else {
@@ -195,20 +267,26 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
     let Consumer {
         ring,
         device,
-        hold_unbinds,
-        holding,
+        claims,
         no_fold,
         batch,
+        deferred,
     } = &mut *consumer;
     if *no_fold {
         while ring.drain(BATCH, |_| {}) > 0 {}
         return;
     }
-    // Acquire: pairs with the Release in `IndexerHandle::hold_unbinds`.
-    let wanted = hold_unbinds.load(Ordering::Acquire);
-    if wanted != *holding {
-        lock(index).set_holding(wanted);
-        *holding = wanted;
+    let claims = claims.lock().unwrap_or_else(|p| p.into_inner());
+    apply_hold(&claims, device, index);
+    if !deferred.is_empty() {
+        if claims.pins.contains(device.generation) {
+            return; // the newer device's events wait until the report is built
+        }
+        std::mem::swap(batch, deferred);
+        fold(batch, device, index, &claims, deferred);
+        if !deferred.is_empty() {
+            return; // the next device is pinned too: its report comes first
+        }
     }
     loop {
         batch.clear();
@@ -216,23 +294,59 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
         if batch.is_empty() {
             break;
         }
-        let now = Instant::now();
-        let mut index = lock(index);
-        for (i, record) in batch.iter().enumerate() {
-            // Overlap the cache misses of records folded in turn (see `AddressIndex::apply_all`).
-            if let Some(ahead) = batch.get(i + PREFETCH_AHEAD) {
-                index.prefetch(ahead);
-            }
-            match device.judge(record) {
-                DeviceVerdict::Apply => index.apply(record, now),
-                DeviceVerdict::ResetThenApply => {
-                    index.reset();
-                    index.apply(record, now);
-                }
-                DeviceVerdict::Drop => {}
-            }
+        if fold(batch, device, index, &claims, deferred) {
+            break;
         }
     }
+    // Again for the device the index describes now: the batches may have started a newer one.
+    apply_hold(&claims, device, index);
+}
+
+/// Sets the index's hold as asked for the device it describes now (a reset for a newer device ended
+/// any hold of an older one).
+fn apply_hold(claims: &DeviceClaims, device: &DeviceFilter, index: &SharedIndex) {
+    let wanted = claims.holds.contains(device.generation);
+    let mut index = lock(index);
+    if wanted != index.holding() {
+        index.set_holding(wanted);
+    }
+}
+
+/// Folds `batch` into the index, in order. While the index's device is pinned, stops at the first
+/// record of a newer device, moves it and the rest into `deferred` and returns true.
+fn fold(
+    batch: &mut Vec<BindingRecord>,
+    device: &mut DeviceFilter,
+    index: &SharedIndex,
+    claims: &DeviceClaims,
+    deferred: &mut Vec<BindingRecord>,
+) -> bool {
+    let now = Instant::now();
+    let mut pinned = claims.pins.contains(device.generation);
+    let mut index = lock(index);
+    for (i, record) in batch.iter().enumerate() {
+        if pinned && device.is_newer(record) {
+            deferred.extend_from_slice(&batch[i..]);
+            batch.clear();
+            return true;
+        }
+        // Overlap the cache misses of records folded in turn (see `AddressIndex::apply_all`).
+        if let Some(ahead) = batch.get(i + PREFETCH_AHEAD) {
+            index.prefetch(ahead);
+        }
+        match device.judge(record) {
+            DeviceVerdict::Apply => index.apply(record, now),
+            DeviceVerdict::ResetThenApply => {
+                index.reset();
+                index.apply(record, now);
+                // The new device may be pinned too (lost again before its report was built).
+                pinned = claims.pins.contains(device.generation);
+            }
+            DeviceVerdict::Drop => {}
+        }
+    }
+    batch.clear();
+    false
 }
 
 #[cfg(test)]
@@ -266,6 +380,94 @@ mod tests {
         assert_eq!(filter.judge(&tagged(256)), DeviceVerdict::ResetThenApply);
         assert_eq!(generation_tag(256), 1);
         assert_eq!(filter.judge(&tagged(255)), DeviceVerdict::Drop);
+    }
+
+    /// A hold asked for by a lost device's report ends with that device: the recovered device's
+    /// index starts without it (it would otherwise hold every unbind once its freed ring is full,
+    /// filling its live slots with held ranges), and a later hold of the new device still applies.
+    #[test]
+    fn a_hold_ends_with_its_device_and_a_new_device_can_hold_again() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        indexer.ring().push(tagged(1)).unwrap();
+        indexer.hold_unbinds(1);
+        assert!(indexer.flush().holding(), "device 1 holds");
+        let mut next = tagged(2);
+        next.base = 0x9000;
+        indexer.ring().push(next).unwrap();
+        assert!(
+            !indexer.flush().holding(),
+            "device 2 starts without the hold"
+        );
+        indexer.release_hold(1);
+        indexer.hold_unbinds(2);
+        assert!(indexer.flush().holding(), "device 2's own hold applies");
+        indexer.release_hold(1);
+        assert!(
+            indexer.flush().holding(),
+            "device 1's release leaves device 2's hold"
+        );
+        indexer.release_hold(2);
+        assert!(!indexer.flush().holding());
+    }
+
+    /// While a loss report reads device 1's index, device 2's first events wait; once the report is
+    /// done they reset the index and are folded, none lost.
+    #[test]
+    fn a_pinned_device_keeps_its_index_until_unpinned() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        indexer.ring().push(tagged(1)).unwrap();
+        assert_eq!(indexer.flush().live_len(), 1);
+        indexer.pin_device(1);
+        for i in 0..3u64 {
+            let mut next = tagged(2);
+            next.handle = 10 + i;
+            next.base = 0x9000 + i * 0x100;
+            indexer.ring().push(next).unwrap();
+        }
+        {
+            let index = indexer.flush();
+            assert_eq!(index.live_len(), 1, "still device 1's index");
+            assert_eq!(index.live_overlapping(0x1000, 0x1001).len(), 1);
+        }
+        indexer.unpin_device(1);
+        let index = indexer.flush();
+        assert_eq!(index.live_len(), 3, "device 2's events, in");
+        assert_eq!(index.live_overlapping(0x1000, 0x1001).len(), 0);
+    }
+
+    /// Device 2 is lost (and pinned) before device 1's report is done, and device 3 already sends
+    /// events: the index moves to device 2 only when device 1 is unpinned, and to device 3 only
+    /// when device 2 is.
+    #[test]
+    fn pinned_devices_are_left_one_at_a_time() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        let on = |generation: u32, base: u64| {
+            let mut record = tagged(generation);
+            record.handle = u64::from(generation);
+            record.base = base;
+            record
+        };
+        indexer.ring().push(on(1, 0x1000)).unwrap();
+        assert_eq!(indexer.flush().live_len(), 1);
+        indexer.pin_device(1);
+        indexer.ring().push(on(2, 0x2000)).unwrap();
+        indexer.pin_device(2);
+        indexer.ring().push(on(3, 0x3000)).unwrap();
+        let first = |indexer: &IndexerHandle| {
+            let index = indexer.flush();
+            [0x1000, 0x2000, 0x3000]
+                .into_iter()
+                .find(|base| !index.live_overlapping(*base, base + 1).is_empty())
+        };
+        assert_eq!(
+            first(&indexer),
+            Some(0x1000),
+            "device 1's report reads device 1"
+        );
+        indexer.unpin_device(1);
+        assert_eq!(first(&indexer), Some(0x2000), "then device 2's");
+        indexer.unpin_device(2);
+        assert_eq!(first(&indexer), Some(0x3000), "then device 3");
     }
 
     #[test]

@@ -415,6 +415,8 @@ impl AddressIndex {
         self.unbind_run = UnbindRun::default();
         self.held.clear(); // their names went with the arena
         self.held_from = None;
+        // A hold belongs to the device that asked for it: the new device starts without one.
+        self.holding = false;
         self.order = OnceLock::new();
     }
 
@@ -1032,11 +1034,19 @@ impl AddressIndex {
     /// keep binding): nothing freed before or after the fault leaves the index until the report is
     /// built, up to `max_live_bindings` held. Turning it off moves what was held into the freed ring.
     pub fn set_holding(&mut self, on: bool) {
-        if self.holding && !on {
+        if self.holding == on {
+            return;
+        }
+        if !on {
             self.order = OnceLock::new();
             self.release_held();
         }
         self.holding = on;
+    }
+
+    /// Whether unbinds are held back now (see [`Self::set_holding`]).
+    pub fn holding(&self) -> bool {
+        self.holding
     }
 
     /// Holds an unbind back instead of pushing the oldest freed range out of a full ring (see the
