@@ -236,6 +236,19 @@ pub(crate) struct Config {
     /// `GPU_CRASH_DRILL_AIM`: a memory scenario fires only once this file's first line gave it its
     /// `<label>[@<offset>]` (see [`aim_line`]); `None` for the other scenarios.
     pub aim_file: Option<PathBuf>,
+    /// `GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS=<ms>[:hung|:lost]`: fault queries
+    /// (`vkGetDeviceFaultInfoEXT`, `vkGetDeviceFaultReportsKHR`) sleep this long in their first call, as a driver
+    /// stuck in its fault query does (a reporter must not stall the game behind it); with `:hung`
+    /// only while the device is not lost (a hang report's query), with `:lost` only once it is.
+    pub fault_query_delay: Option<QueryDelay>,
+}
+
+/// A slow fault query (see [`Config::fault_query_delay`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueryDelay {
+    pub delay: std::time::Duration,
+    /// `Some(lost)`: only when the device's lost state is `lost`; `None`: always.
+    pub when_lost: Option<bool>,
 }
 
 pub(crate) const DEFAULT_AFTER: u64 = 30;
@@ -257,6 +270,45 @@ impl Config {
         .with_aim_file(var("GPU_CRASH_DRILL_AIM").as_deref(), &mut |line| {
             log_line(line)
         })
+        .with_fault_query_delay(
+            var("GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS").as_deref(),
+            &mut |line| log_line(line),
+        )
+    }
+
+    /// Sets `GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS` (milliseconds); a bad value logs one line and is
+    /// ignored.
+    pub(crate) fn with_fault_query_delay(
+        mut self,
+        ms: Option<&str>,
+        log: &mut dyn FnMut(&str),
+    ) -> Self {
+        self.fault_query_delay = ms.and_then(|value| {
+            let (ms, when) = match value.trim().split_once(':') {
+                Some((ms, when)) => (ms, Some(when.trim().to_ascii_lowercase())),
+                None => (value.trim(), None),
+            };
+            let when_lost = match when.as_deref() {
+                None => Some(None),
+                Some("hung") => Some(Some(false)),
+                Some("lost") => Some(Some(true)),
+                Some(_) => None,
+            };
+            match (ms.parse::<u64>(), when_lost) {
+                (Ok(ms), Some(when_lost)) => Some(QueryDelay {
+                    delay: std::time::Duration::from_millis(ms),
+                    when_lost,
+                }),
+                _ => {
+                    log(&format!(
+                        "GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS={value}: expected <ms>, <ms>:hung or \
+                         <ms>:lost; ignored"
+                    ));
+                    None
+                }
+            }
+        });
+        self
     }
 
     /// Sets `GPU_CRASH_DRILL_AIM` (a path, taken as written). Only memory scenarios can be aimed: with
@@ -377,6 +429,7 @@ impl Config {
             precision,
             loss,
             aim_file: None,
+            fault_query_delay: None,
         }
     }
 }
@@ -444,6 +497,28 @@ fn parse_loss(value: &str, scenario: Option<&Scenario>, log: &mut dyn FnMut(&str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fault_query_delay_parses_its_three_forms_and_rejects_the_rest() {
+        let parse = |v: &str| {
+            let mut lines = Vec::new();
+            let config = Config::parse(None, None, None, None, None, &mut |_| {})
+                .with_fault_query_delay(Some(v), &mut |l| lines.push(l.to_owned()));
+            (config.fault_query_delay, lines.len())
+        };
+        let ms = std::time::Duration::from_millis;
+        let delay = |d, when_lost| {
+            Some(QueryDelay {
+                delay: ms(d),
+                when_lost,
+            })
+        };
+        assert_eq!(parse("2000"), (delay(2000, None), 0));
+        assert_eq!(parse("1500:hung"), (delay(1500, Some(false)), 0));
+        assert_eq!(parse("10:LOST"), (delay(10, Some(true)), 0));
+        assert_eq!(parse("soon"), (None, 1));
+        assert_eq!(parse("10:later"), (None, 1));
+    }
 
     fn parse(
         s: Option<&str>,

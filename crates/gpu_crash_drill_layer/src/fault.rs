@@ -729,6 +729,18 @@ unsafe fn write_vendor_binary(binary: &[u8], dst: *mut c_void, capacity: usize) 
     (n, n == binary.len())
 }
 
+/// `GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS`: a driver that takes its time to answer a fault query
+/// (called on the query's first call, the one that asks for the counts).
+fn stuck_in_fault_query(dev: &DeviceData) {
+    let Some(slow) = dev.instance.config.fault_query_delay else {
+        return;
+    };
+    let lost = lock_state(dev).fault.lost;
+    if slow.when_lost.is_none_or(|when| when == lost) {
+        std::thread::sleep(slow.delay);
+    }
+}
+
 /// `vkGetDeviceFaultInfoEXT` for a device whose fault the layer serves.
 ///
 /// # Safety
@@ -738,6 +750,9 @@ pub(crate) unsafe fn get_fault_info_ext(
     counts: *mut vk::DeviceFaultCountsEXT<'_>,
     info: *mut vk::DeviceFaultInfoEXT<'_>,
 ) -> vk::Result {
+    if info.is_null() {
+        stuck_in_fault_query(dev); // once per query: its first call asks for the counts
+    }
     let record = {
         let st = lock_state(dev);
         st.fault.record.clone().filter(|_| st.fault.lost)
@@ -840,6 +855,9 @@ pub(crate) unsafe fn get_fault_reports_khr(
     count: *mut u32,
     infos: *mut DeviceFaultInfoKHR,
 ) -> vk::Result {
+    if infos.is_null() {
+        stuck_in_fault_query(dev); // once per query: its first call asks for the count
+    }
     if count.is_null() {
         return vk::Result::ERROR_UNKNOWN;
     }
