@@ -69,7 +69,7 @@ pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NA
 pub use deliver::{
     DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError, UploadConsent, UploadState,
 };
-pub use plugin::{GpuCrashReporterPlugin, GpuCrashReports};
+pub use plugin::{GpuCrashReporterPlugin, GpuCrashReports, SettingsError};
 pub use vulkan::markers::BreadcrumbWriter;
 pub use vulkan::{GpuCrashCapabilities, ProbeError};
 
@@ -121,6 +121,7 @@ pub struct GpuCrashReporter {
     indexer: Arc<IndexerHandle>,
     sessions: crash::DeviceSessions,
     setup_error: Option<String>,
+    settings_errors: Vec<plugin::SettingsError>,
 }
 
 impl GpuCrashReporter {
@@ -129,6 +130,7 @@ impl GpuCrashReporter {
             indexer,
             sessions,
             setup_error: None,
+            settings_errors: Vec::new(),
         }
     }
 
@@ -180,15 +182,44 @@ impl GpuCrashReporter {
         self.indexer.ring().dropped()
     }
 
+    /// Settings the plugin could not use as given, and what it used instead (each also logged at
+    /// startup).
+    pub fn settings_errors(&self) -> &[plugin::SettingsError] {
+        &self.settings_errors
+    }
+
     /// Why the plugin could not hook the render device (e.g. added after `RenderPlugin`), if so.
     pub fn setup_error(&self) -> Option<&str> {
         self.setup_error.as_deref()
     }
 
-    /// Holds unbinds back in the index while a fault may have happened and its report is not built
-    /// (see `AddressIndex::set_holding`).
-    pub(crate) fn hold_unbinds(&self, on: bool) {
-        self.indexer.hold_unbinds(on);
+    /// Holds unbinds of render device `generation` back in the index while a fault may have
+    /// happened on it and its report is not built (see `AddressIndex::set_holding`); the hold ends
+    /// with [`Self::release_hold`] or with the device.
+    pub(crate) fn hold_unbinds(&self, generation: u32) {
+        self.indexer.hold_unbinds(generation);
+    }
+
+    /// Ends the hold of device `generation` (not another device's).
+    pub(crate) fn release_hold(&self, generation: u32) {
+        self.indexer.release_hold(generation);
+    }
+
+    /// Keeps the index on device `generation` while its loss report is built (see
+    /// `IndexerHandle::pin_device`).
+    pub(crate) fn pin_device(&self, generation: u32) {
+        self.indexer.pin_device(generation);
+    }
+
+    /// Ends [`Self::pin_device`] of `generation`.
+    pub(crate) fn unpin_device(&self, generation: u32) {
+        self.indexer.unpin_device(generation);
+    }
+
+    /// Panics in the reporter's own crash path caught in this process (each logged, none reached
+    /// the game).
+    pub fn crash_path_panics(&self) -> u64 {
+        crash::caught_panics()
     }
 
     /// Ring position so far: binding events from here on are later than now.

@@ -62,11 +62,20 @@ pub struct GpuCrashReporterPlugin {
     pub hang_timeout: Duration,
     /// What to do once a hang report is on disk. Default: [`OnHang::KeepWaiting`].
     pub on_hang: OnHang,
-    /// After a hang report, how long to wait for the device loss a driver's own lockup timeout may
-    /// bring (amdgpu resets after 10 s) before uploading: a loss within it replaces the hang report
-    /// (same id, the loss's fault addresses and verdict), so one fault is one Sentry issue. The
-    /// report is on disk before the wait, and `OnHang::Exit` exits after it. Default: 10 s.
+    /// With [`OnHang::Exit`], how long to wait after the hang report for the device loss a driver's
+    /// own lockup timeout may bring (amdgpu resets after 10 s, NVIDIA on Linux about 18 s after the
+    /// hang began), with the fault addresses the hang report could not have, before the process
+    /// ends. Nothing else waits for it: the hang report is written and sent at once, and a loss of
+    /// the same device, whenever it comes, rewrites that report and joins its Sentry issue. At most
+    /// 10 minutes. Default: 10 s.
     pub loss_wait_after_hang: Duration,
+    /// When the app quits because its device was lost (Bevy's default `RenderErrorHandler` does),
+    /// end the process as soon as the loss report is on disk and its upload done (or timed out),
+    /// with the app's exit code, without running exit handlers. Exit handlers and Bevy's teardown
+    /// would tear the driver down under threads still inside it (Bevy's pipeline compiler on
+    /// NVIDIA: a SIGSEGV after the report, a second crash dialog for the player). `false` lets the
+    /// app exit its own way (e.g. to save the game after a loss). Default: `true`.
+    pub end_process_after_loss: bool,
     /// Enable `VK_AMD_buffer_marker` where offered and mark the start and end of each camera's render
     /// stages, so a report says which stage of which camera the GPU was in. Default: `true`. Costs a
     /// command buffer per stage boundary of each camera, plus one at the frame's start (6 a frame with
@@ -105,6 +114,7 @@ impl Default for GpuCrashReporterPlugin {
             hang_timeout: Duration::from_secs(5),
             on_hang: OnHang::KeepWaiting,
             loss_wait_after_hang: Duration::from_secs(10),
+            end_process_after_loss: true,
             gpu_breadcrumbs: true,
             name_assets: true,
             crash_loop_limit: CrashLoopLimit::default(),
@@ -182,8 +192,153 @@ impl GpuCrashReporterPlugin {
     }
 }
 
+/// A setting the plugin cannot use as given: logged at startup, and the value it names used
+/// instead (the game runs on; [`GpuCrashReporter::settings_errors`] lists them).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("GpuCrashReporterPlugin::{setting} = {given} is out of range ({range}); using {used}")]
+pub struct SettingsError {
+    /// The setting, e.g. `hang_timeout`.
+    pub setting: &'static str,
+    /// The value given.
+    pub given: String,
+    /// What it may be.
+    pub range: &'static str,
+    /// The value used instead.
+    pub used: String,
+}
+
+/// Keeps a duration setting inside `[min, max]`, noting an error when it was not.
+fn clamp_duration(
+    errors: &mut Vec<SettingsError>,
+    setting: &'static str,
+    value: &mut Duration,
+    (min, max): (Duration, Duration),
+    range: &'static str,
+) {
+    let clamped = (*value).clamp(min, max);
+    if clamped != *value {
+        errors.push(SettingsError {
+            setting,
+            given: format!("{value:?}"),
+            range,
+            used: format!("{clamped:?}"),
+        });
+        *value = clamped;
+    }
+}
+
+/// Keeps a count setting inside `[min, max]`, noting an error when it was not.
+fn clamp_count<T: Copy + Ord + std::fmt::Debug>(
+    errors: &mut Vec<SettingsError>,
+    setting: &'static str,
+    value: &mut T,
+    (min, max): (T, T),
+    range: &'static str,
+) {
+    let clamped = (*value).clamp(min, max);
+    if clamped != *value {
+        errors.push(SettingsError {
+            setting,
+            given: format!("{value:?}"),
+            range,
+            used: format!("{clamped:?}"),
+        });
+        *value = clamped;
+    }
+}
+
+impl GpuCrashReporterPlugin {
+    /// These settings with every value the plugin cannot use brought into its range, and an error
+    /// for each one that was not: durations that would overflow the clock or make every frame a
+    /// hang, and counts that would reserve more memory than a machine has.
+    pub fn validated(&self) -> (Self, Vec<SettingsError>) {
+        const HOUR: Duration = Duration::from_secs(3600);
+        let mut s = self.clone();
+        let mut errors = Vec::new();
+        let e = &mut errors;
+        clamp_duration(
+            e,
+            "hang_timeout",
+            &mut s.hang_timeout,
+            (Duration::from_millis(100), HOUR),
+            "100 ms to 1 h",
+        );
+        clamp_duration(
+            e,
+            "loss_wait_after_hang",
+            &mut s.loss_wait_after_hang,
+            (Duration::ZERO, Duration::from_secs(600)),
+            "at most 10 min",
+        );
+        clamp_duration(
+            e,
+            "delivery.upload_timeout",
+            &mut s.delivery.upload_timeout,
+            (Duration::ZERO, Duration::from_secs(600)),
+            "at most 10 min",
+        );
+        clamp_duration(
+            e,
+            "crash_loop_limit.window",
+            &mut s.crash_loop_limit.window,
+            (Duration::ZERO, 24 * 30 * HOUR),
+            "at most 30 days",
+        );
+        clamp_count(
+            e,
+            "crash_loop_limit.max_uploads",
+            &mut s.crash_loop_limit.max_uploads,
+            (1, u32::MAX),
+            "at least 1",
+        );
+        clamp_count(
+            e,
+            "binding_ring_capacity",
+            &mut s.binding_ring_capacity,
+            (64, 1 << 22),
+            "64 to 4,194,304 events",
+        );
+        clamp_count(
+            e,
+            "max_live_bindings",
+            &mut s.max_live_bindings,
+            (0, 1 << 26),
+            "at most 67,108,864",
+        );
+        clamp_count(
+            e,
+            "max_freed_bindings",
+            &mut s.max_freed_bindings,
+            (0, 1 << 24),
+            "at most 16,777,216",
+        );
+        clamp_count(
+            e,
+            "max_recent_events",
+            &mut s.max_recent_events,
+            (0, 1 << 20),
+            "at most 1,048,576",
+        );
+        (s, errors)
+    }
+}
+
 impl Plugin for GpuCrashReporterPlugin {
     fn build(&self, app: &mut App) {
+        let (settings, settings_errors) = self.validated();
+        for err in &settings_errors {
+            error!("GPU crash reporter: {err}");
+        }
+        settings.build_validated(app, settings_errors);
+    }
+
+    fn finish(&self, app: &mut App) {
+        self.finish_validated(app);
+    }
+}
+
+impl GpuCrashReporterPlugin {
+    fn build_validated(&self, app: &mut App, settings_errors: Vec<SettingsError>) {
         let indexer = match IndexerHandle::spawn(
             self.binding_ring_capacity,
             IndexSettings {
@@ -201,6 +356,7 @@ impl Plugin for GpuCrashReporterPlugin {
         };
         let sessions = DeviceSessions::default();
         let mut reporter = GpuCrashReporter::new(indexer.clone(), sessions.clone());
+        reporter.settings_errors = settings_errors;
         if app.is_plugin_added::<RenderPlugin>() {
             let message = "GpuCrashReporterPlugin was added after RenderPlugin, so it cannot enable \
                  the fault extensions on the render device. Add it before DefaultPlugins: \
@@ -248,7 +404,7 @@ impl Plugin for GpuCrashReporterPlugin {
                 warn!("GPU crash reporter: could not start the upload thread: {err}");
             }
         }
-        let crash = CrashHandling::new(
+        let mut crash = CrashHandling::new(
             reporter.clone(),
             sessions.clone(),
             report_dir,
@@ -260,6 +416,7 @@ impl Plugin for GpuCrashReporterPlugin {
             reports.clone(),
             outbox,
         );
+        crash.end_process_after_loss = self.end_process_after_loss;
         if self.name_assets {
             crate::assets::observe_users(app, crash.asset_users.clone());
         }
@@ -282,7 +439,7 @@ impl Plugin for GpuCrashReporterPlugin {
         ));
     }
 
-    fn finish(&self, app: &mut App) {
+    fn finish_validated(&self, app: &mut App) {
         #[cfg(feature = "vulkan")]
         warn_if_vulkan_not_asked_for(app);
         let Some(setup) = app.world().get_resource::<VulkanSetupHandle>().cloned() else {
@@ -486,7 +643,13 @@ fn start_watchdog(
         crash.hang_timeout,
         sessions.clone(),
         move |session, stall| handling.hang(session, stall),
-        move |suspect| reporter.hold_unbinds(suspect),
+        move |generation, suspect| {
+            if suspect {
+                reporter.hold_unbinds(generation);
+            } else {
+                reporter.release_hold(generation);
+            }
+        },
     ) {
         Ok(watchdog) => commands.insert_resource(WatchdogGuard(watchdog)),
         Err(err) => {

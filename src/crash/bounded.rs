@@ -24,7 +24,7 @@ pub(crate) fn try_lock_for<T>(
     mutex: &std::sync::Mutex<T>,
     wait: Duration,
 ) -> Option<std::sync::MutexGuard<'_, T>> {
-    let until = std::time::Instant::now() + wait;
+    let until = deadline_after(wait);
     loop {
         match mutex.try_lock() {
             Ok(guard) => return Some(guard),
@@ -35,4 +35,13 @@ pub(crate) fn try_lock_for<T>(
             Err(std::sync::TryLockError::WouldBlock) => return None,
         }
     }
+}
+
+/// `now + wait`, saturating: a wait too long for the clock (a setting of `Duration::MAX`) is a wait
+/// of about a century, never a panic.
+pub(crate) fn deadline_after(wait: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
 }

@@ -2,20 +2,24 @@
 //!
 //! Everything here may run while the render thread is stuck inside wgpu: every wgpu or driver call is
 //! time-boxed on a helper thread, and GPU progress is read from marker memory, not asked of wgpu.
+//! Every entry runs under [`guarded`]: a panic of ours is logged and counted, never the game's.
 //!
-//! What the thread that reports does, at most (bounds are the constants below and the settings):
-//! - device loss (the main thread, inside Bevy's render-error handling): the fault query
-//!   ([`QUERY_TIMEOUT`]), the allocator report ([`QUERY_TIMEOUT`]), building the report, writing it
-//!   and its envelope (fsyncs). The upload runs on its own thread; the app's exit waits for it for at
-//!   most `upload_timeout`, so a game that recovers never stalls on the network and one that quits
-//!   still sends.
-//! - hang (the watchdog thread): the same, then up to `loss_wait_after_hang` for the loss that may
-//!   follow (see [`super::hang_then_loss`]), then the upload within `upload_timeout`.
+//! What each thread does, at most (bounds are the constants below and the settings):
+//! - device loss: the thread that saw it (Bevy's main thread, inside its render-error handling, or
+//!   a panicking thread) only keeps the index on the lost device (a pin and a hold, two atomic
+//!   stores) and starts a report thread; it returns at once, so a game that recovers does not
+//!   stall. The report thread makes the fault query ([`QUERY_TIMEOUT`]) and the allocator report
+//!   ([`QUERY_TIMEOUT`]) on the lost device (kept alive by its session until then), builds, writes
+//!   and queues the report, then uploads it within `upload_timeout`. An app that quits on the loss
+//!   waits for it (see [`CrashHandling::wait_for_reports`]).
+//! - hang (the watchdog thread): the same queries, the report written, queued and uploaded at once;
+//!   a loss of the same device, whenever it comes, joins it (see [`super::hang_then_loss`]). With
+//!   `OnHang::Exit`, it waits up to `loss_wait_after_hang` for that loss before ending the process.
 //! - a report that cannot be written to disk, or queued, is sent from memory (consent permitting);
 //!   its notes say where it could not be written.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use bevy::log::{error, info, warn};
@@ -24,13 +28,14 @@ use bevy::render::renderer::RenderDevice;
 
 use super::bounded::with_timeout;
 use super::exit::{exit_now, OnHang};
-use super::hang_then_loss::PendingHang;
-use super::session::{DeviceSession, DeviceSessions};
+use super::guard::guarded;
+use super::hang_then_loss::ReportedHang;
+use super::session::{DeviceSession, DeviceSessions, LossStart};
 use super::uploads::RunningUploads;
 use crate::data_dir::REPORT_DIR_ENV;
 use crate::deliver::event::fingerprint;
 use crate::deliver::{HeldEnvelope, Outbox};
-use crate::index::allocator_names;
+use crate::index::{allocator_names, AddressIndex};
 use crate::progress::Stall;
 use crate::report::{self as report_model, write_report, CrashContext};
 use crate::report::{ApplicationInfo, CrashKind, CrashReport};
@@ -41,12 +46,16 @@ use crate::{GpuCrashReporter, GpuCrashReports};
 /// Longest wait for wgpu or the driver while building a report (their locks may be held by a render
 /// thread stuck on the GPU).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the driver may take, after our hang report, to ask for fault info once more (KHR).
+/// How long the driver may take, while the GPU hangs, to answer a KHR fault query.
 const HANG_FAULT_WAIT: Duration = Duration::from_millis(100);
-/// How often the watchdog looks for the loss after a hang report.
-const LOSS_POLL: Duration = Duration::from_millis(20);
-/// Time beyond `upload_timeout` an exit waits for an upload: building and stamping its envelope.
-const UPLOAD_WAIT_MARGIN: Duration = Duration::from_secs(1);
+/// Longest a report takes from its start to disk and outbox: the fault query and the allocator
+/// report (each [`QUERY_TIMEOUT`], plus the KHR wait), and a second for writing and fsyncing the
+/// report and its envelope. A loss waits this long for a hang report of its device still being
+/// built.
+const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 1_000);
+/// Time beyond the bounds above that a wait for the crash path allows: threads to start, envelopes
+/// to be stamped.
+const WAIT_MARGIN: Duration = Duration::from_secs(1);
 
 /// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`]: a game that
 /// survives its crashes (renderer recovery) and crashes again and again must not flood the project.
@@ -104,13 +113,14 @@ enum Upload {
     },
 }
 
-/// Where the upload of a report runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum UploadOn {
-    /// A thread of its own: the reporting thread is the game's main thread.
-    Background,
-    /// The reporting thread (the watchdog), within `upload_timeout`.
-    ThisThread,
+/// What is left to send of a report that is on disk and in the outbox (or could not be).
+enum Delivery {
+    /// No DSN, or held back by the crash-loop limit: nothing to send now.
+    Nothing,
+    /// Queued: flush the outbox.
+    Flush,
+    /// Could not be queued: send it from memory.
+    FromMemory(Box<CrashReport>, Option<Vec<u8>>),
 }
 
 /// What the crash path needs, shared by the error handler (main world) and the watchdog thread.
@@ -126,11 +136,107 @@ pub(crate) struct CrashHandling {
     pub crash_loop: CrashLoopLimit,
     pub reports: GpuCrashReports,
     pub outbox: Outbox,
+    /// End the process once the loss report is done when the app quits on a loss (see
+    /// `GpuCrashReporterPlugin::end_process_after_loss`).
+    pub end_process_after_loss: bool,
     /// Entities using each mesh (main-world observers), for reports naming a mesh.
     pub asset_users: crate::assets::AssetUsers,
     log: Arc<Mutex<CrashLog>>,
-    /// Uploads running on their own threads; the app's exit waits for them (bounded).
-    uploads: RunningUploads,
+    /// Loss reports and uploads running on threads of their own; the app's exit waits for them
+    /// (bounded).
+    work: RunningUploads,
+    /// Loss reports are built one at a time, in the order the losses came.
+    turns: LossTurns,
+}
+
+/// Turns of the loss reports: a recovered device can be lost again before the first report is
+/// built, and each report must read its own device's index, which the indexer leaves for the next
+/// device only when that report is done (see [`IndexOnLostDevice`]).
+#[derive(Clone, Default)]
+struct LossTurns(Arc<(Mutex<Turns>, Condvar)>);
+
+#[derive(Default)]
+struct Turns {
+    issued: u64,
+    /// Tickets below this are done.
+    serving: u64,
+}
+
+impl LossTurns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Turns> {
+        self.0 .0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next ticket, in the order of the calls (the losses).
+    fn ticket(&self) -> LossTurn {
+        let mut turns = self.lock();
+        let ticket = turns.issued;
+        turns.issued += 1;
+        LossTurn {
+            turns: self.clone(),
+            ticket,
+        }
+    }
+}
+
+/// One loss report's turn; dropping it (the report built, or its thread unwinding) passes the turn
+/// on.
+struct LossTurn {
+    turns: LossTurns,
+    ticket: u64,
+}
+
+impl LossTurn {
+    /// Waits until the earlier reports are built, at most `limit` (each is bounded; past it this
+    /// one goes ahead rather than wait behind a stuck one).
+    fn wait(&self, limit: Duration) {
+        let (_, turn_changed) = &*self.turns.0;
+        let turns = self.turns.lock();
+        let _ = turn_changed
+            .wait_timeout_while(turns, limit, |t| t.serving < self.ticket)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+impl Drop for LossTurn {
+    fn drop(&mut self) {
+        let mut turns = self.turns.lock();
+        turns.serving = turns.serving.max(self.ticket + 1);
+        self.turns.0 .1.notify_all();
+    }
+}
+
+/// What a loss report holds until it is built: its turn and its device's index. Dropped on every way
+/// out of the report thread, a caught panic included.
+struct LossClaim {
+    turn: LossTurn,
+    _index: IndexOnLostDevice,
+}
+
+/// Keeps the index on a lost device (pinned, unbinds held) until its report is built.
+struct IndexOnLostDevice {
+    reporter: GpuCrashReporter,
+    generation: u32,
+}
+
+impl IndexOnLostDevice {
+    fn new(reporter: GpuCrashReporter, generation: u32) -> Self {
+        // What is torn down from now on (wgpu destroys everything after a loss) stays in the index,
+        // and a recovered device's first events wait until the report has read it.
+        reporter.hold_unbinds(generation);
+        reporter.pin_device(generation);
+        Self {
+            reporter,
+            generation,
+        }
+    }
+}
+
+impl Drop for IndexOnLostDevice {
+    fn drop(&mut self) {
+        self.reporter.release_hold(self.generation);
+        self.reporter.unpin_device(self.generation);
+    }
 }
 
 impl CrashHandling {
@@ -158,156 +264,183 @@ impl CrashHandling {
             crash_loop,
             reports,
             outbox,
+            end_process_after_loss: false,
             asset_users: crate::assets::AssetUsers::default(),
             log: Arc::default(),
-            uploads: RunningUploads::default(),
+            work: RunningUploads::default(),
+            turns: LossTurns::default(),
         }
     }
 
-    /// Bevy reported the device lost: one report per device.
+    /// The current device was reported lost (Bevy's render-error handler, or the panic hook): keeps
+    /// the index on it and hands the report to a thread of its own, then returns. One report per
+    /// device; a loss after the device's hang report joins that report.
     pub(crate) fn device_lost(&self, wgpu_description: &str, note: Option<String>) {
         let Some(session) = self.sessions.current() else {
             return;
         };
-        if !session.mark_lost() {
-            return; // this device's loss is already reported
+        if session.is_lost() {
+            return; // this device's loss is already being reported
         }
         let started = Instant::now();
-        // What is torn down from now on (wgpu destroys everything after a loss) stays in the index.
-        self.reporter.hold_unbinds(true);
-        let raw = query_fault_bounded(&session, Duration::ZERO, true);
+        let claim = LossClaim {
+            turn: self.turns.ticket(),
+            _index: IndexOnLostDevice::new(self.reporter.clone(), session.generation),
+        };
+        // Binding events from here on came after the loss reached us.
+        let ring_at_loss = self.reporter.ring_position();
+        let this = self.clone();
+        let description = wgpu_description.to_owned();
+        let job = move || {
+            guarded("device-loss report", || {
+                this.report_loss(&session, &description, note, ring_at_loss, claim)
+            });
+        };
+        // Shared with the thread, so the job still runs here if no thread can be started.
+        let job = Arc::new(Mutex::new(Some(job)));
+        let for_thread = job.clone();
+        let spawned = self.work.spawn("gpu-crash-report", move || {
+            if let Some(job) = take(&for_thread) {
+                job();
+            }
+        });
+        if let Err(err) = spawned {
+            warn!(
+                "GPU crash reporter: cannot start a thread for the loss report ({err}); building \
+                 it on this thread"
+            );
+            if let Some(job) = take(&job) {
+                job();
+            }
+        }
+        info!(
+            "GPU crash reporter: device loss handed to its report thread in {} us",
+            started.elapsed().as_micros()
+        );
+    }
+
+    /// The report thread of a loss: decides with the session whether it joins a hang report, then
+    /// builds, writes, queues and uploads.
+    fn report_loss(
+        &self,
+        session: &Arc<DeviceSession>,
+        wgpu_description: &str,
+        note: Option<String>,
+        ring_at_loss: u64,
+        claim: LossClaim,
+    ) {
+        // Earlier losses' reports first: each is bounded by its build and its wait for a hang report.
+        claim
+            .turn
+            .wait(REPORT_BOUND.saturating_mul(2) + WAIT_MARGIN);
+        let follows = match session.begin_loss(REPORT_BOUND) {
+            LossStart::AlreadyReported => return,
+            LossStart::First => None,
+            LossStart::AfterHang(hang) => Some(hang),
+        };
+        let started = Instant::now();
+        let raw = query_fault_bounded(session, Duration::ZERO, true);
         let wgpu_note = (raw.description.is_none() && !wgpu_description.is_empty())
             .then(|| format!("wgpu: {wgpu_description}"));
         // The first frame the GPU did not finish is the one that faulted; binding events after its
-        // work was submitted (or after wgpu's teardown) are after the fault.
-        let cut = {
-            let index = self.reporter.index();
+        // work was submitted (or after the loss reached us) are after the fault.
+        let cut = |index: &AddressIndex| {
             let faulting = session
                 .timeline
                 .as_ref()
                 .and_then(|t| t.frame(t.completed() + 1));
-            report_model::fault_cut(&index, faulting.as_ref(), self.reporter.ring_position())
+            Some(report_model::fault_cut(
+                index,
+                faulting.as_ref(),
+                ring_at_loss,
+            ))
         };
-        let (mut report, vendor_binary) = self.build(
-            &session,
-            CrashKind::DeviceLost,
-            raw,
-            Some(cut),
-            None,
-            wgpu_note,
-        );
+        let (mut report, vendor_binary) =
+            self.build(session, CrashKind::DeviceLost, raw, cut, None, wgpu_note);
         report.notes.extend(note);
-        let mut vendor_binary = vendor_binary;
-        if let Some(hang) = session.take_pending_hang() {
-            if vendor_binary.is_none() {
-                vendor_binary = hang.vendor_binary.clone();
+        let vendor_binary = match follows {
+            Some(hang) => {
+                let vendor_binary = vendor_binary.or_else(|| hang.vendor_binary.clone());
+                hang.merge_into(&mut report);
+                info!(
+                    "GPU crash reporter: the device loss follows its hang report: the same report, \
+                     sent to the hang's Sentry issue"
+                );
+                vendor_binary
             }
-            if let Some(provisional) = hang.merge_into(&mut report) {
-                provisional.discard();
-            }
-            info!(
-                "GPU crash reporter: the device loss follows the hang report; one report for both"
-            );
-        }
-        self.finish(report, vendor_binary, UploadOn::Background, true);
-        session.mark_loss_report_done();
+            None => vendor_binary,
+        };
+        // A loss that joins its hang report is the same crash, counted once.
+        let count = report.follows_hang.is_none();
+        let delivery = self.settle(&mut report, vendor_binary.as_deref(), count);
+        session.end_loss();
+        // The index may move on to the next device, and the next loss's report may start.
+        drop(claim);
         info!(
-            "GPU crash reporter: device loss reported in {} ms on the thread that saw it; the \
-             upload runs in the background",
+            "GPU crash reporter: device loss report on disk {} ms after it started, off the game's \
+             threads",
             started.elapsed().as_millis()
         );
+        self.send(delivery, &report.id);
     }
 
-    /// The watchdog saw a stall of `hang_timeout`: report it (once per stall), wait a while for the
-    /// loss that may follow (one report for both), then apply `on_hang`.
+    /// The watchdog saw a stall of `hang_timeout`: report it at once (once per stall, never for a
+    /// lost device), then apply `on_hang`.
     pub(crate) fn hang(&self, session: &Arc<DeviceSession>, stall: Stall) {
-        let raw = query_fault_bounded(session, HANG_FAULT_WAIT, false);
-        let (mut report, vendor_binary) = self.build(
-            session,
-            CrashKind::GpuHang,
-            raw,
-            stalled_frame_cut(session, stall),
-            Some(stall),
-            None,
-        );
-        // Provisional: on disk and held back now, so a process killed while it waits loses nothing.
-        report.crashes_this_run = self.crashes_so_far() + 1;
-        if let Ok(path) = persist(
-            &self.report_dir,
-            &mut report,
-            vendor_binary.as_deref(),
-            true,
-        ) {
-            self.reports.push(path);
+        if !session.begin_hang() {
+            return; // the device is lost: its loss report covers the stall
         }
-        let held = self.hold_provisional(&report, vendor_binary.as_deref());
-        session.put_pending_hang(PendingHang {
-            report,
-            vendor_binary,
-            held,
-            reported_at: Instant::now(),
-        });
-        let waited_until = Instant::now() + self.loss_wait_after_hang;
-        while Instant::now() < waited_until && !session.is_lost() {
-            std::thread::sleep(LOSS_POLL);
-        }
-        if session.is_lost() {
-            // The loss handler takes the hang report and replaces it. Wait for its report to be
-            // queued (bounded by its own queries), so an exit below does not cut it off.
-            let done_by = Instant::now() + QUERY_TIMEOUT * 3;
-            while !session.loss_report_done() && Instant::now() < done_by {
-                std::thread::sleep(LOSS_POLL);
-            }
-        }
-        // Still here: no loss came in time (or its handler is stuck): the hang report stands.
-        if let Some(pending) = session.take_pending_hang() {
-            self.finish_hang(session, stall, pending);
+        let settled = guarded("hang report", || self.write_hang(session, stall));
+        let (reported, delivery) = match settled {
+            Some((reported, delivery)) => (Some(reported), Some(delivery)),
+            None => (None, None),
+        };
+        let id = reported.as_ref().map(|r| r.report.id.clone());
+        // Always, even after a panic: a loss waiting for this report goes on.
+        session.end_hang(reported);
+        if let (Some(delivery), Some(id)) = (delivery, id) {
+            guarded("hang upload", || self.send(delivery, &id));
         }
         if let OnHang::Exit(code) = self.on_hang {
-            self.wait_for_uploads();
+            // A driver may still turn the hang into a loss with fault addresses: give it
+            // `loss_wait_after_hang`, and its report the time it takes, before the process ends.
+            if session.wait_for_loss(self.loss_wait_after_hang) {
+                session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
+            }
+            self.wait_for_reports();
             exit_now(code);
         }
     }
 
-    /// No loss followed the hang in time: ask the driver once more when the process is about to end
-    /// (its last chance to say more), then send the hang report.
-    fn finish_hang(&self, session: &Arc<DeviceSession>, stall: Stall, pending: PendingHang) {
-        let later = matches!(self.on_hang, OnHang::Exit(_))
-            .then(|| query_fault_bounded(session, HANG_FAULT_WAIT, false))
-            .filter(|raw| raw.description.is_some() || !raw.addresses.is_empty());
-        let (report, vendor_binary, announce) = match later {
-            Some(raw) => {
-                let (mut report, vendor_binary) = self.build(
-                    session,
-                    CrashKind::GpuHang,
-                    raw,
-                    stalled_frame_cut(session, stall),
-                    Some(stall),
-                    None,
-                );
-                let vendor_binary = vendor_binary.or_else(|| pending.vendor_binary.clone());
-                if let Some(provisional) = pending.merge_into(&mut report) {
-                    provisional.discard();
-                }
-                (report, vendor_binary, true)
-            }
-            None => {
-                if let Some(provisional) = pending.held {
-                    provisional.discard();
-                }
-                (pending.report, pending.vendor_binary, false)
-            }
+    /// Builds, writes and queues the hang report.
+    fn write_hang(&self, session: &Arc<DeviceSession>, stall: Stall) -> (ReportedHang, Delivery) {
+        let raw = query_fault_bounded(session, HANG_FAULT_WAIT, false);
+        let cut = stalled_frame_cut(session, stall);
+        let (mut report, vendor_binary) = self.build(
+            session,
+            CrashKind::GpuHang,
+            raw,
+            |_: &AddressIndex| cut,
+            Some(stall),
+            None,
+        );
+        let delivery = self.settle(&mut report, vendor_binary.as_deref(), true);
+        let reported = ReportedHang {
+            report,
+            vendor_binary,
+            reported_at: Instant::now(),
         };
-        self.finish(report, vendor_binary, UploadOn::ThisThread, announce);
+        (reported, delivery)
     }
 
-    /// Builds a report of `kind` from what the index, the timeline and the driver know.
+    /// Builds a report of `kind` from what the index, the timeline and the driver know; `cut` reads
+    /// the fault's ring position off the index.
     fn build(
         &self,
         session: &DeviceSession,
         kind: CrashKind,
         raw: RawFaultInfo,
-        cut: Option<u64>,
+        cut: impl FnOnce(&AddressIndex) -> Option<u64>,
         stall: Option<Stall>,
         wgpu_note: Option<String>,
     ) -> (CrashReport, Option<Vec<u8>>) {
@@ -320,6 +453,8 @@ impl CrashHandling {
                 .map(|r| allocator_names::blocks_of(&r))
         })
         .flatten();
+        let mut index = self.reporter.index();
+        let cut = cut(&index);
         let ctx = CrashContext {
             capabilities: &session.capabilities,
             application: &self.application,
@@ -332,7 +467,6 @@ impl CrashHandling {
             assets: Some(&session.assets),
             asset_users: Some(&self.asset_users),
         };
-        let mut index = self.reporter.index();
         let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);
         report.notes.extend(wgpu_note);
         if let Some(stall) = stall {
@@ -354,22 +488,21 @@ impl CrashHandling {
         (report, vendor_binary)
     }
 
-    /// Counts the crash, writes the report (again, for a hang report written provisionally) and
-    /// hands it to the upload: now, or held back by the crash-loop limit.
-    fn finish(
+    /// Counts the crash (unless `count` is off: a loss joining its hang report), writes the report
+    /// and queues its envelope, or holds it back under the crash-loop limit. What is left to send
+    /// is returned.
+    fn settle(
         &self,
-        mut report: CrashReport,
-        vendor_binary: Option<Vec<u8>>,
-        on: UploadOn,
-        announce: bool,
-    ) {
-        let upload = self.count_crash(&mut report);
-        match persist(
-            &self.report_dir,
-            &mut report,
-            vendor_binary.as_deref(),
-            announce,
-        ) {
+        report: &mut CrashReport,
+        vendor_binary: Option<&[u8]>,
+        count: bool,
+    ) -> Delivery {
+        let upload = if count {
+            self.count_crash(report)
+        } else {
+            Upload::Now { release: None }
+        };
+        match persist(&self.report_dir, report, vendor_binary) {
             Ok(path) => self.reports.push(path),
             Err(why) => report.notes.push(why),
         }
@@ -381,40 +514,22 @@ impl CrashHandling {
                         error!("GPU crash reporter: {err}");
                     }
                 }
-                self.upload(report, vendor_binary, on);
+                self.queue(report, vendor_binary)
             }
-            Upload::Hold { key, replaces } => {
-                self.hold(&report, vendor_binary.as_deref(), key, replaces)
-            }
+            Upload::Hold { key, replaces } => self.hold(report, vendor_binary, key, replaces),
         }
     }
 
-    /// The hang report's envelope, held back while the loss may still come.
-    fn hold_provisional(
-        &self,
-        report: &CrashReport,
-        vendor_binary: Option<&[u8]>,
-    ) -> Option<HeldEnvelope> {
-        self.outbox.dsn()?;
-        self.outbox
-            .hold(report, vendor_binary)
-            .map_err(|err| warn!("GPU crash reporter: cannot hold the hang report back: {err}"))
-            .ok()
-    }
-
-    fn crashes_so_far(&self) -> u32 {
-        self.log.lock().unwrap_or_else(|p| p.into_inner()).count
-    }
-
     /// Queues a held-back report in place of the previous one; it is sent later (see
-    /// [`CrashLoopLimit`]).
+    /// [`CrashLoopLimit`]). One that cannot be held back is queued to be sent now instead: over
+    /// the limit, but not lost.
     fn hold(
         &self,
-        report: &CrashReport,
+        report: &mut CrashReport,
         vendor_binary: Option<&[u8]>,
         key: Vec<String>,
         replaces: Option<HeldEnvelope>,
-    ) {
+    ) -> Delivery {
         warn!(
             "GPU crash report held back: the same crash was uploaded {} time(s) in the last {} s \
              (crash loop); it is sent, counting {} earlier loss(es), when the app exits or the crash \
@@ -424,34 +539,36 @@ impl CrashHandling {
             report.suppressed_duplicates
         );
         if self.outbox.dsn().is_none() {
-            return;
+            return Delivery::Nothing;
         }
-        let kept = match self.outbox.hold(report, vendor_binary) {
+        let (kept, delivery) = match self.outbox.hold(report, vendor_binary) {
             Ok(held) => {
                 if let Some(old) = replaces {
-                    // The new one counts the old one's losses too.
+                    // The new one (queued above) counts the old one's losses too.
                     old.discard();
                 }
-                Some(held)
+                (Some(held), Delivery::Nothing)
             }
             Err(err) => {
                 error!(
-                    "GPU crash report could not be held back in {}: {err}",
+                    "GPU crash report could not be held back in {}: {err}; it is queued to be sent \
+                     now instead",
                     self.outbox.dir().display()
                 );
-                replaces
+                (replaces, self.queue(report, vendor_binary))
             }
         };
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(entry) = log.fingerprints.iter_mut().find(|f| f.key == key) {
             entry.held_envelope = kept;
         }
+        delivery
     }
 
-    /// The app is exiting: lets running uploads finish and sends the held-back crash-loop
-    /// reports, each within the upload timeout.
+    /// The app is exiting: lets the crash path's threads finish and sends the held-back
+    /// crash-loop reports, each within the upload timeout.
     pub(crate) fn at_exit(&self) {
-        self.wait_for_uploads();
+        self.wait_for_reports();
         let held: Vec<HeldEnvelope> = {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             log.fingerprints
@@ -474,25 +591,27 @@ impl CrashHandling {
         );
     }
 
-    /// Waits for this run's background uploads (from any thread; every waiter sees them end). Each
-    /// ends by itself within the upload timeout; the margin covers building its envelope.
-    pub(crate) fn wait_for_uploads(&self) {
-        let limit = self.outbox.settings().upload_timeout + UPLOAD_WAIT_MARGIN;
-        if !self.uploads.wait(limit) {
+    /// Waits for this run's loss reports and their uploads (from any thread; every waiter sees them
+    /// end). Each ends by itself: its report within [`REPORT_BOUND`] (plus the wait for a hang
+    /// report it joins), its upload within the upload timeout.
+    pub(crate) fn wait_for_reports(&self) {
+        let limit = REPORT_BOUND
+            .saturating_mul(2)
+            .saturating_add(self.outbox.settings().upload_timeout)
+            .saturating_add(WAIT_MARGIN);
+        if !self.work.wait(limit) {
             warn!(
-                "GPU crash reporter: an upload still runs after {} ms; what it did not send stays \
-                 in the outbox for the next launch",
+                "GPU crash reporter: a report or upload still runs after {} ms; what it did not \
+                 send stays in the outbox for the next launch",
                 limit.as_millis()
             );
         }
     }
 
-    /// Queues the report and uploads it (on `on`); a report that cannot be queued is sent from
-    /// memory. What does not go out stays in the outbox for the next launch.
-    fn upload(&self, mut report: CrashReport, vendor_binary: Option<Vec<u8>>, on: UploadOn) {
-        let outbox = self.outbox.clone();
-        if outbox.dsn().is_none() {
-            match outbox.dsn_error() {
+    /// Queues the report for upload; one that cannot be queued is to be sent from memory.
+    fn queue(&self, report: &mut CrashReport, vendor_binary: Option<&[u8]>) -> Delivery {
+        if self.outbox.dsn().is_none() {
+            match self.outbox.dsn_error() {
                 Some(err) => error!("GPU crash report not uploaded: bad Sentry DSN: {err}"),
                 None => {
                     info!(
@@ -500,42 +619,39 @@ impl CrashHandling {
                     )
                 }
             }
-            return;
+            return Delivery::Nothing;
         }
-        let queued = match outbox.enqueue(&report, vendor_binary.as_deref()) {
-            Ok(_) => true,
+        match self.outbox.enqueue(report, vendor_binary) {
+            Ok(_) => Delivery::Flush,
             Err(err) => {
                 error!("GPU crash report could not be queued for upload: {err}; sending it from memory");
                 report
                     .notes
                     .push(format!("not queued for a later upload: {err}"));
-                false
+                Delivery::FromMemory(Box::new(report.clone()), vendor_binary.map(<[u8]>::to_vec))
             }
-        };
-        let work = move || {
-            if queued {
-                flush_and_say(&outbox, &report.id);
-            } else {
-                match outbox.send_from_memory(&report, vendor_binary.as_deref()) {
+        }
+    }
+
+    /// Sends what [`Self::settle`] left, on this thread, within `upload_timeout`. What does not go
+    /// out stays in the outbox for the next launch.
+    fn send(&self, delivery: Delivery, report_id: &str) {
+        match delivery {
+            Delivery::Nothing => {}
+            Delivery::Flush => flush_and_say(&self.outbox, report_id),
+            Delivery::FromMemory(report, vendor_binary) => {
+                match self
+                    .outbox
+                    .send_from_memory(&report, vendor_binary.as_deref())
+                {
                     Ok(_) => eprintln!(
                         "GPU crash report uploaded to Sentry from memory (event {}); no copy is on disk",
-                        report.id
+                        report.event_id()
                     ),
                     Err(why) => error!(
                         "GPU crash report {} is lost: not on disk, and not uploaded ({why})",
                         report.id
                     ),
-                }
-            }
-        };
-        match on {
-            UploadOn::ThisThread => work(),
-            UploadOn::Background => {
-                if let Err(err) = self.uploads.spawn(work) {
-                    error!(
-                        "GPU crash reporter: cannot start the upload thread ({err}); the report waits \
-                         in the outbox for the next launch"
-                    );
                 }
             }
         }
@@ -589,6 +705,11 @@ impl CrashHandling {
             replaces: entry.held_envelope.take(),
         }
     }
+}
+
+/// Takes a job shared with a thread that may or may not have started.
+fn take<F>(job: &Mutex<Option<F>>) -> Option<F> {
+    job.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 /// Ring position after the stalled frame's work was submitted: later binding events came after the
@@ -645,11 +766,8 @@ fn persist(
     dir: &Path,
     report: &mut CrashReport,
     vendor_binary: Option<&[u8]>,
-    announce: bool,
 ) -> Result<PathBuf, String> {
-    if announce {
-        announce_summary(report);
-    }
+    announce_summary(report);
     match write_report(dir, report, vendor_binary) {
         Ok(path) => {
             eprintln!("GPU crash report written to {}", path.display());

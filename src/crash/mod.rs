@@ -4,6 +4,7 @@
 pub(crate) mod bounded;
 mod exit;
 pub(crate) mod frames;
+mod guard;
 mod handler;
 mod hang_then_loss;
 pub(crate) mod panic_hook;
@@ -14,6 +15,7 @@ mod watchdog;
 
 pub use exit::OnHang;
 
+pub(crate) use guard::caught_panics;
 pub(crate) use handler::CrashHandling;
 pub use handler::CrashLoopLimit;
 pub(crate) use session::DeviceSessions;

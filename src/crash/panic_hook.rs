@@ -11,12 +11,16 @@
 //! "Parent device is lost" on a lost device (wgpu 29 treats it as fatal), so the probe runs on its
 //! own thread, bounded in time, its panic caught and kept quiet. Lost: the loss report is written
 //! and its upload waited for (bounded) before the previous hook runs and the panic goes on.
+//!
+//! All of the hook's own work runs on a thread of its own, under [`guarded`]: a second panic on the
+//! panicking thread, inside its hook, would abort the process, whatever catches it.
 
 use std::panic::PanicHookInfo;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::bounded::with_timeout;
+use super::guard::guarded;
 use super::CrashHandling;
 
 /// The app whose crash path the hook serves (the last one built in this process).
@@ -25,6 +29,9 @@ static CURRENT: Mutex<Option<CrashHandling>> = Mutex::new(None);
 static INSTALLED: OnceLock<()> = OnceLock::new();
 /// Name of the probe's thread: its own (expected) panic is not reported nor printed.
 const PROBE_THREAD: &str = "gpu-crash-loss-probe";
+/// Name of the thread that does the hook's work: a panic there is ours, caught by [`guarded`];
+/// the hook only lets the previous hook print it (no probe for it, no recursion).
+const HOOK_THREAD: &str = "gpu-crash-panic-hook";
 /// How long the probe may take: a lost device answers at once; a hung wgpu lock does not.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -34,10 +41,22 @@ pub(crate) fn install(crash: CrashHandling) {
     INSTALLED.get_or_init(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if std::thread::current().name() == Some(PROBE_THREAD) {
-                return; // the probe's answer, not a crash
+            match std::thread::current().name() {
+                Some(PROBE_THREAD) => return, // the probe's answer, not a crash
+                Some(HOOK_THREAD) => return previous(info),
+                _ => {}
             }
-            report_if_lost(info);
+            let message = panic_message(info);
+            // Bounded by the probe, the report and its upload: the same bound the app's exit
+            // allows the crash path.
+            let hook_work = std::thread::Builder::new()
+                .name(HOOK_THREAD.into())
+                .spawn(move || {
+                    guarded("panic hook", || report_if_lost(&message));
+                });
+            if let Ok(thread) = hook_work {
+                let _ = thread.join();
+            }
             previous(info);
         }));
     });
@@ -48,7 +67,16 @@ pub(crate) fn forget() {
     *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
-fn report_if_lost(info: &PanicHookInfo<'_>) {
+/// The panic's message, as text.
+fn panic_message(info: &PanicHookInfo<'_>) -> String {
+    info.payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+fn report_if_lost(message: &str) {
     let Some(crash) = CURRENT.try_lock().ok().and_then(|current| current.clone()) else {
         return; // no app, or a panic inside this hook's own bookkeeping
     };
@@ -74,12 +102,6 @@ fn report_if_lost(info: &PanicHookInfo<'_>) {
     if !lost {
         return;
     }
-    let message = info
-        .payload()
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| info.payload().downcast_ref::<String>().cloned())
-        .unwrap_or_default();
     let first_line = message.lines().next().unwrap_or_default();
     crash.device_lost(
         "",
@@ -88,5 +110,5 @@ fn report_if_lost(info: &PanicHookInfo<'_>) {
              {first_line}"
         )),
     );
-    crash.wait_for_uploads();
+    crash.wait_for_reports();
 }

@@ -99,13 +99,34 @@ fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) ->
         .map(|p| p.0)
         .unwrap_or(RenderErrorHandler::default().0);
     let policy = previous(error, main, render);
-    // The app quits on this loss (Bevy's default handler does): the upload that runs in the
-    // background gets its bounded time now, whether or not the app's exit drops the world.
-    let exiting = main
-        .get_resource::<Messages<AppExit>>()
-        .is_some_and(|messages| !messages.is_empty());
+    // The app quits on this loss (Bevy's default handler does): the report and its upload, which
+    // run on a thread of their own, get their bounded time now, whether or not the app's exit drops
+    // the world.
+    let exits = main.get_resource::<Messages<AppExit>>();
+    let exiting = exits.is_some_and(|messages| !messages.is_empty());
+    // The exit this handler chain asked for just now (the app's handler wrote it in this call).
+    let exit_code = exits
+        .and_then(|messages| messages.iter_current_update_messages().last().cloned())
+        .map(|exit| match exit {
+            AppExit::Success => 0,
+            AppExit::Error(code) => i32::from(code.get()),
+        });
     if let (Some(crash), true) = (&crash, exiting) {
-        crash.wait_for_uploads();
+        crash.wait_for_reports();
+    }
+    if let (Some(crash), Some(code)) = (&crash, exit_code) {
+        if crash.end_process_after_loss {
+            // What the app's exit would have done for us: held-back crash-loop reports go out.
+            crash.at_exit();
+            // Exit handlers and Bevy's teardown would tear the driver down under threads still
+            // inside it (Bevy's pipeline compiler: SIGSEGV after the report on NVIDIA, see
+            // docs/driver-facts.md): the player would see a second crash after ours.
+            bevy::log::info!(
+                "GPU crash reporter: the app quits on the device loss; ending the process now \
+                 (exit code {code}), its report done"
+            );
+            super::exit::exit_now(code);
+        }
     }
     IN_OUR_HANDLER.with(|flag| flag.set(false));
     policy

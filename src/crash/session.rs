@@ -2,13 +2,13 @@
 //! each gets its own session, so nothing of an old device leaks into a new device's report.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bevy::prelude::Resource;
 use bevy::render::renderer::RenderDevice;
 
-use super::hang_then_loss::PendingHang;
+use super::hang_then_loss::ReportedHang;
 use crate::progress::GpuTimeline;
 use crate::vulkan::GpuCrashCapabilities;
 
@@ -22,47 +22,133 @@ pub(crate) struct DeviceSession {
     pub timeline: Option<GpuTimeline>,
     /// Bevy assets behind this device's buffers and images (fed by the render world).
     pub assets: crate::assets::SharedAssetMap,
-    loss_reported: AtomicBool,
-    /// Set once this device's loss report is written and queued (after `loss_reported`).
-    loss_report_done: AtomicBool,
-    /// A hang report of this device waiting for the loss that may follow (see `hang_then_loss`).
-    /// Locked only to put or take it, never across a wait.
-    pending_hang: Mutex<Option<PendingHang>>,
+    /// Set (inside `fault`'s lock) when the device's loss reaches us; read without the lock every
+    /// watchdog tick and by the panic hook.
+    lost: AtomicBool,
+    /// Where this device's fault reporting stands: the one place that decides whether a hang and a
+    /// loss are one fault (see [`FaultPhase`]).
+    fault: Mutex<FaultPhase>,
+    /// Signalled whenever `fault` changes.
+    fault_changed: Condvar,
+}
+
+/// Where one device's fault reporting stands. Every change happens under one lock, whichever of the
+/// watchdog (a hang) and the loss handler (a device loss) gets there first, so one fault is one
+/// report whatever the timing: a loss that arrives while the hang report is being built waits for
+/// it and then joins it, and a stall seen after the loss is no second report.
+enum FaultPhase {
+    /// Nothing reported.
+    Healthy,
+    /// The watchdog is building and sending a hang report.
+    HangReporting,
+    /// A hang report was written and sent (or queued); a later loss of this device joins it.
+    HangReported(ReportedHang),
+    /// The device is lost; its report is being built (`done: false`) or is queued.
+    Lost { done: bool },
+}
+
+/// What the loss handler is to report, decided by [`DeviceSession::begin_loss`].
+pub(crate) enum LossStart {
+    /// This device's loss is already reported (or being reported): nothing to do.
+    AlreadyReported,
+    /// No hang report of this device: a report of its own.
+    First,
+    /// The loss of a device whose hang was reported: the same fault, the same report.
+    AfterHang(Box<ReportedHang>),
 }
 
 impl DeviceSession {
-    /// Marks the device lost; true the first time (one loss report per device).
-    pub(crate) fn mark_lost(&self) -> bool {
-        // AcqRel: the first caller wins; a later one (and the watchdog, via `is_lost`) sees it.
-        !self.loss_reported.swap(true, Ordering::AcqRel)
+    fn phase(&self) -> MutexGuard<'_, FaultPhase> {
+        self.fault.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The watchdog saw a stall: true when it is to report it (the device is not lost and no hang
+    /// report of it is being built). A stall after an earlier hang that the GPU recovered from is a
+    /// new fault: its report replaces the earlier one as the one a later loss joins.
+    pub(crate) fn begin_hang(&self) -> bool {
+        let mut phase = self.phase();
+        match *phase {
+            FaultPhase::Healthy | FaultPhase::HangReported(_) => {
+                *phase = FaultPhase::HangReporting;
+                true
+            }
+            FaultPhase::HangReporting | FaultPhase::Lost { .. } => false,
+        }
+    }
+
+    /// The hang report is written and sent (`Some`), or could not be built (`None`).
+    pub(crate) fn end_hang(&self, reported: Option<ReportedHang>) {
+        let mut phase = self.phase();
+        if matches!(*phase, FaultPhase::HangReporting) {
+            *phase = match reported {
+                Some(hang) => FaultPhase::HangReported(hang),
+                None => FaultPhase::Healthy,
+            };
+        }
+        self.fault_changed.notify_all();
+    }
+
+    /// The device is lost: marks it so at once (the watchdog stops judging it) and decides what to
+    /// report. A hang report still being built is waited for, at most `hang_wait`, so the loss joins
+    /// it instead of becoming a second report.
+    pub(crate) fn begin_loss(&self, hang_wait: Duration) -> LossStart {
+        let mut phase = self.phase();
+        if matches!(*phase, FaultPhase::Lost { .. }) {
+            return LossStart::AlreadyReported;
+        }
+        // Release: the watchdog and the panic hook (Acquire in `is_lost`) stop at once.
+        self.lost.store(true, Ordering::Release);
+        let until = Instant::now().checked_add(hang_wait);
+        while matches!(*phase, FaultPhase::HangReporting) {
+            let left = until.map_or(hang_wait, |u| u.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                break;
+            }
+            phase = self
+                .fault_changed
+                .wait_timeout(phase, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        let before = std::mem::replace(&mut *phase, FaultPhase::Lost { done: false });
+        self.fault_changed.notify_all();
+        match before {
+            FaultPhase::HangReported(hang) => LossStart::AfterHang(Box::new(hang)),
+            _ => LossStart::First,
+        }
+    }
+
+    /// The loss report is on disk and queued (or could not be).
+    pub(crate) fn end_loss(&self) {
+        *self.phase() = FaultPhase::Lost { done: true };
+        self.fault_changed.notify_all();
+    }
+
+    /// Waits, at most `wait`, until the loss report is done; returns whether it is.
+    pub(crate) fn wait_for_loss_report(&self, wait: Duration) -> bool {
+        let phase = self.phase();
+        let (phase, _) = self
+            .fault_changed
+            .wait_timeout_while(phase, wait, |p| {
+                !matches!(p, FaultPhase::Lost { done: true })
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        matches!(*phase, FaultPhase::Lost { done: true })
+    }
+
+    /// Waits, at most `wait`, until the device is reported lost; returns whether it was.
+    pub(crate) fn wait_for_loss(&self, wait: Duration) -> bool {
+        let phase = self.phase();
+        let (phase, _) = self
+            .fault_changed
+            .wait_timeout_while(phase, wait, |p| !matches!(p, FaultPhase::Lost { .. }))
+            .unwrap_or_else(|p| p.into_inner());
+        matches!(*phase, FaultPhase::Lost { .. })
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        // Acquire: pairs with the swap in `mark_lost`.
-        self.loss_reported.load(Ordering::Acquire)
-    }
-
-    /// The loss report is on disk and queued.
-    pub(crate) fn mark_loss_report_done(&self) {
-        // Release: a thread that sees it (Acquire below) sees the report's files.
-        self.loss_report_done.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn loss_report_done(&self) -> bool {
-        // Acquire: pairs with the Release in `mark_loss_report_done`.
-        self.loss_report_done.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn put_pending_hang(&self, hang: PendingHang) {
-        *self.pending_hang.lock().unwrap_or_else(|p| p.into_inner()) = Some(hang);
-    }
-
-    /// Takes the waiting hang report; exactly one of the loss handler and the watchdog gets it.
-    pub(crate) fn take_pending_hang(&self) -> Option<PendingHang> {
-        self.pending_hang
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        // Acquire: pairs with the Release in `begin_loss`.
+        self.lost.load(Ordering::Acquire)
     }
 }
 
@@ -138,9 +224,9 @@ impl DeviceSessions {
             capabilities,
             timeline,
             assets,
-            loss_reported: AtomicBool::new(false),
-            loss_report_done: AtomicBool::new(false),
-            pending_hang: Mutex::new(None),
+            lost: AtomicBool::new(false),
+            fault: Mutex::new(FaultPhase::Healthy),
+            fault_changed: Condvar::new(),
         });
         let previous = self.lock().current.replace(session.clone());
         // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog

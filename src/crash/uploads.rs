@@ -1,7 +1,8 @@
-//! Uploads that run on threads of their own, and waiting for them from any thread.
+//! Crash-path work (loss reports, uploads) that runs on threads of its own, and waiting for it from
+//! any thread.
 //!
-//! The loss handler (main thread) starts an upload and returns; the app's exit, the render-error hook
-//! of an app that quits, and the watchdog before `OnHang::Exit` all wait for every running upload.
+//! The loss handler (main thread) starts the report and returns; the app's exit, the render-error
+//! hook of an app that quits, and the watchdog before `OnHang::Exit` all wait for all of it.
 //! A count, not join handles: two threads that wait at once (the main thread quitting on the loss,
 //! the watchdog exiting after the hang it reported) must both see the upload end, or the one that
 //! ends the process first cuts it off.
@@ -14,12 +15,16 @@ use std::time::Duration;
 pub(crate) struct RunningUploads(Arc<(Mutex<usize>, Condvar)>);
 
 impl RunningUploads {
-    /// Runs `work` on a new thread, counted until it returns (or panics).
-    pub(crate) fn spawn(&self, work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    /// Runs `work` on a new thread named `name`, counted until it returns (or panics).
+    pub(crate) fn spawn(
+        &self,
+        name: &str,
+        work: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<()> {
         *self.count() += 1;
         let finished = Finished(self.clone());
         std::thread::Builder::new()
-            .name("gpu-crash-upload".to_owned())
+            .name(name.to_owned())
             .spawn(move || {
                 let _finished = finished;
                 work();
@@ -64,7 +69,7 @@ mod tests {
     fn every_waiter_sees_the_upload_end() {
         let uploads = RunningUploads::default();
         uploads
-            .spawn(|| std::thread::sleep(Duration::from_millis(200)))
+            .spawn("test", || std::thread::sleep(Duration::from_millis(200)))
             .unwrap();
         let other = uploads.clone();
         let waiter = std::thread::spawn(move || other.wait(Duration::from_secs(5)));
@@ -78,11 +83,11 @@ mod tests {
     fn a_wait_is_bounded_and_a_panicking_upload_still_ends() {
         let uploads = RunningUploads::default();
         uploads
-            .spawn(|| std::thread::sleep(Duration::from_secs(2)))
+            .spawn("test", || std::thread::sleep(Duration::from_secs(2)))
             .unwrap();
         assert!(!uploads.wait(Duration::from_millis(50)), "bounded");
         let panicking = RunningUploads::default();
-        panicking.spawn(|| panic!("upload failed")).unwrap();
+        panicking.spawn("test", || panic!("upload failed")).unwrap();
         assert!(panicking.wait(Duration::from_secs(5)));
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::guard::guarded;
 use super::session::{DeviceSession, DeviceSessions};
 use crate::progress::{HangRule, Stall};
 
@@ -18,15 +19,17 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Starts watching whichever device is current, every `tick`. `on_stall` runs on the watchdog
     /// thread, once per stall; the watchdog keeps running after it (a later stall is judged afresh).
-    /// `on_suspect(true)` runs when pending work has made no progress for [`suspect_after`] of
-    /// `hang_timeout` (a fault may have happened: the index holds what it would forget), `false`
-    /// when the GPU progresses again or a new device comes; a lost device stays suspect.
+    /// `on_suspect(generation, true)` runs when device `generation`'s pending work has made no
+    /// progress for [`suspect_after`] of `hang_timeout` (a fault may have happened: the index holds
+    /// what it would forget), `(generation, false)` when the GPU progresses again or a new device
+    /// comes; a lost device stays suspect. Both run on the watchdog thread, inside [`guarded`], as
+    /// does `on_stall`: a panic in either is logged and the watchdog goes on.
     pub(crate) fn spawn(
         tick: Duration,
         hang_timeout: Duration,
         sessions: DeviceSessions,
         mut on_stall: impl FnMut(&Arc<DeviceSession>, Stall) + Send + 'static,
-        mut on_suspect: impl FnMut(bool) + Send + 'static,
+        mut on_suspect: impl FnMut(u32, bool) + Send + 'static,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -51,9 +54,9 @@ impl Watchdog {
                         let Some(timeline) = &session.timeline else {
                             continue;
                         };
-                        if suspected.is_some_and(|g| g != session.generation) {
+                        if let Some(old) = suspected.filter(|g| *g != session.generation) {
                             suspected = None;
-                            on_suspect(false);
+                            guarded("watchdog", || on_suspect(old, false));
                         }
                         if session.is_lost() {
                             continue; // the loss report covers it; a new device gets a new rule
@@ -76,11 +79,11 @@ impl Watchdog {
                             .is_some_and(|d| d >= suspect_after(hang_timeout));
                         if suspect != suspected.is_some() {
                             suspected = suspect.then_some(session.generation);
-                            on_suspect(suspect);
+                            guarded("watchdog", || on_suspect(session.generation, suspect));
                         }
                         if let Some(stall) = stall {
                             if !stop.load(Ordering::Acquire) {
-                                on_stall(&session, stall);
+                                guarded("watchdog", || on_stall(&session, stall));
                             }
                         }
                     }

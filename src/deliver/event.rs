@@ -215,10 +215,10 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     let crash_time = UNIX_EPOCH + Duration::from_millis(report.timestamp_ms);
 
     let mut event = Event::new();
-    event.event_id = Uuid::parse_str(&report.id).unwrap_or_else(|_| {
+    event.event_id = Uuid::parse_str(report.event_id()).unwrap_or_else(|_| {
         trimmed.push(format!(
             "report id {:?} is not a UUID; the event got a new id",
-            report.id
+            report.event_id()
         ));
         Uuid::new_v4()
     });
@@ -226,7 +226,12 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     event.platform = Cow::Borrowed("native");
     event.logger = Some(env!("CARGO_PKG_NAME").to_owned());
     event.timestamp = crash_time;
-    event.fingerprint = Cow::Owned(fingerprint(report).into_iter().map(Cow::Owned).collect());
+    // A loss that follows its hang report joins the hang's issue.
+    let fingerprint = match &report.follows_hang {
+        Some(follow_up) => follow_up.fingerprint.clone(),
+        None => fingerprint(report),
+    };
+    event.fingerprint = Cow::Owned(fingerprint.into_iter().map(Cow::Owned).collect());
     event.release = settings
         .resolve_release(&report.application.name, &report.application.version)
         .map(Cow::Owned);

@@ -748,12 +748,13 @@ const FAILED_DIR: &str = "failed";
 /// Subdirectory of markers of sent envelopes.
 const SENT_DIR: &str = "sent";
 
-/// `<report timestamp ms, 20 digits>-<id>.envelope`: name order is age order.
+/// `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order. The event id is
+/// the report id, except for a loss that follows its hang report (a second event of one report).
 fn envelope_file_name(report: &CrashReport) -> String {
     format!(
         "{:020}-{}.{ENVELOPE_EXT}",
         report.timestamp_ms,
-        sanitize(&report.id)
+        sanitize(report.event_id())
     )
 }
 

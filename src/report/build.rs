@@ -227,6 +227,7 @@ pub(crate) fn build_report(
         crashes_this_run: 1,
         ms_since_previous_crash: None,
         suppressed_duplicates: 0,
+        follows_hang: None,
     };
     (report, raw.vendor_binary)
 }

@@ -199,6 +199,7 @@ mod tests {
             crashes_this_run: 1,
             ms_since_previous_crash: None,
             suppressed_duplicates: 0,
+            follows_hang: None,
         }
     }
 

@@ -139,6 +139,25 @@ pub struct CrashReport {
     /// Crashes with the same fingerprint that were counted instead of uploaded (crash-loop limit).
     #[serde(default)]
     pub suppressed_duplicates: u32,
+    /// Set when this report is a device loss that came after this same fault's GPU hang report had
+    /// been sent: the file is the hang report's (same id), rewritten with the loss's facts, and it
+    /// reaches Sentry as a second event of the hang's issue.
+    #[serde(default)]
+    pub follows_hang: Option<HangFollowUp>,
+}
+
+/// How a device loss joins the GPU hang report of the same fault, sent before the loss came.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HangFollowUp {
+    /// The Sentry event id the hang report was sent under (its report id).
+    pub hang_event_id: String,
+    /// This report's own Sentry event id (Sentry drops a second event with an id it has seen), kept
+    /// so a retried upload is still one event.
+    pub event_id: String,
+    /// The hang event's fingerprint: the loss's event joins the hang's issue.
+    pub fingerprint: Vec<String>,
+    /// Milliseconds from the hang report to the loss.
+    pub loss_after_ms: u64,
 }
 
 fn first_generation() -> u32 {
@@ -175,6 +194,14 @@ pub struct FrameTiming {
 }
 
 impl CrashReport {
+    /// The Sentry event id this report is sent under: its id, or for a loss that follows its hang
+    /// report, the follow-up's own ([`HangFollowUp::event_id`]).
+    pub fn event_id(&self) -> &str {
+        self.follows_hang
+            .as_ref()
+            .map_or(self.id.as_str(), |f| f.event_id.as_str())
+    }
+
     /// The report's file name: `gpu-crash-<time>-<id>.json`, with the whole id, so two reports of
     /// the same millisecond never share a name.
     pub fn file_name(&self) -> String {

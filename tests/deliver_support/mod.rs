@@ -196,6 +196,7 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
         crashes_this_run: 1,
         ms_since_previous_crash: None,
         suppressed_duplicates: 0,
+        follows_hang: None,
     }
 }
 
