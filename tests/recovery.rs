@@ -25,6 +25,9 @@ use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
 use bevy_gpu_crash_reporter::{CrashLoopLimit, GpuCrashReporterPlugin};
 
 const SCRATCH: &str = "recovery_scratch";
+/// A buffer that lives from a device's 30th frame on (with `RECOVERY_CHURN`): the drill's
+/// `in-bounds` target.
+const TARGET: &str = "recovery_terrain";
 
 struct Run {
     dir: PathBuf,
@@ -40,10 +43,20 @@ impl Run {
 
 /// Runs the child with `policy` until it has seen `losses` device losses (or its time is up).
 fn run(name: &str, policy: &str, losses: u32, env: &[(&str, &str)]) -> Run {
+    run_drill(
+        name,
+        &format!("use-after-free:{SCRATCH}"),
+        policy,
+        losses,
+        env,
+    )
+}
+
+/// [`run`] with the drill's `scenario`.
+fn run_drill(name: &str, scenario: &str, policy: &str, losses: u32, env: &[(&str, &str)]) -> Run {
     let dir = common::scratch_dir(&format!("recovery-{name}"));
     let reports_dir = dir.join("reports");
-    let scenario = format!("use-after-free:{SCRATCH}");
-    let mut command = common::child_command(&reports_dir, Some(&scenario));
+    let mut command = common::child_command(&reports_dir, Some(scenario));
     command
         .env("RECOVERY_POLICY", policy)
         .env("RECOVERY_LOSSES", losses.to_string());
@@ -165,7 +178,10 @@ fn a_loss_the_game_survives_does_not_wait_for_a_slow_server() {
     let stderr = run.stderr();
     assert_eq!(run.output.status.code(), Some(0), "{stderr}");
     assert_eq!(run.reports.len(), 3, "{stderr}");
-    let handled: Vec<u64> = numbers_after(&stderr, "device loss reported in ");
+    let handled: Vec<u64> = numbers_after(&stderr, "device loss handed to its report thread in ")
+        .into_iter()
+        .map(|us| us / 1000)
+        .collect();
     let frames: Vec<u64> = numbers_after(&stderr, "longest main-thread frame around the loss: ");
     eprintln!("main thread per loss: reporting {handled:?} ms, longest frame {frames:?} ms");
     assert_eq!(handled.len(), 3, "{stderr}");
@@ -178,6 +194,94 @@ fn a_loss_the_game_survives_does_not_wait_for_a_slow_server() {
     assert!(
         !slow.seen().is_empty(),
         "the uploads were attempted in the background: {stderr}"
+    );
+}
+
+/// A driver that takes 1.5 s to answer the fault query after a loss (the drill's
+/// `GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS=1500:lost`; the reporter gives a query 2 s): a game that
+/// recovers does not wait for it. The
+/// main thread only hands the loss to a report thread; Bevy builds the new device at once, and the
+/// report still names the culprit on the lost device (the index stays on that device until its
+/// report has read it). The longest main-thread frame around each loss is printed; a main thread
+/// that made the query itself would take at least the 1.5 s.
+#[test]
+fn a_loss_on_a_driver_whose_fault_query_takes_1_5_s_does_not_stall_the_main_thread() {
+    let run = run(
+        "slow-fault-query",
+        "recover",
+        3,
+        &[("GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS", "1500:lost")],
+    );
+    let stderr = run.stderr();
+    assert_eq!(run.output.status.code(), Some(0), "{stderr}");
+    assert_eq!(run.reports.len(), 3, "{stderr}");
+    for report in &run.reports {
+        let fault = &report.faults[0];
+        assert_eq!(
+            fault.culprit.as_ref().and_then(|c| c.name.as_deref()),
+            Some(SCRATCH),
+            "device {}: {}",
+            report.device_generation,
+            fault.summary
+        );
+        assert_eq!(
+            fault.verdict,
+            FaultVerdict::UseAfterFree,
+            "{}",
+            fault.summary
+        );
+    }
+    let frames: Vec<u64> = numbers_after(&stderr, "longest main-thread frame around the loss: ");
+    eprintln!("longest main-thread frame around each loss: {frames:?} ms (fault query: 1500 ms)");
+    assert_eq!(frames.len(), 2, "{stderr}");
+    assert!(
+        frames.iter().all(|&ms| ms < 1_500),
+        "the main thread waited for the driver's 1.5 s fault query: {frames:?} ms"
+    );
+}
+
+/// The unbind hold belongs to its device. Device 1 is lost without a stall before it (the loss
+/// handler holds the index's unbinds while it reports); the game recovers and device 2 streams
+/// buffers (512 created and dropped a frame: 15,000 before the faulting buffer is made, far more
+/// than its 1,024 freed ranges and 8,192 live ranges), then faults inside a live buffer. A hold left over from device 1 would have kept every
+/// unbind of device 2 in a live slot once its freed ring was full, until no bind could be indexed
+/// and the fault could not be named.
+#[test]
+fn a_recovered_device_starts_without_the_lost_devices_unbind_hold() {
+    let run = run_drill(
+        "hold-per-device",
+        &format!("in-bounds:{TARGET}"),
+        "recover",
+        2,
+        &[
+            ("GPU_CRASH_DRILL_AFTER", "200"),
+            ("RECOVERY_CHURN", "512"),
+            ("RECOVERY_MAX_LIVE", "8192"),
+            ("RECOVERY_MAX_FREED", "1024"),
+        ],
+    );
+    let stderr = run.stderr();
+    assert_eq!(run.reports.len(), 2, "{stderr}");
+    let second = &run.reports[1];
+    assert_eq!(second.device_generation, 2);
+    eprintln!("device 2's index at the fault: {:?}", second.index_stats);
+    assert_eq!(
+        second.index_stats.live_overflow, 0,
+        "every bind of device 2 was indexed: {:?}",
+        second.index_stats
+    );
+    let fault = &second.faults[0];
+    assert_eq!(
+        fault.verdict,
+        FaultVerdict::InsideLiveObject,
+        "{}",
+        fault.summary
+    );
+    assert_eq!(
+        fault.culprit.as_ref().and_then(|c| c.name.as_deref()),
+        Some(TARGET),
+        "{}",
+        fault.summary
     );
 }
 
@@ -301,6 +405,8 @@ fn child() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(CrashLoopLimit::default().max_uploads);
+    let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let defaults = GpuCrashReporterPlugin::default();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
         application_name: Some("recovery".into()),
@@ -308,6 +414,8 @@ fn child() {
             max_uploads,
             ..default()
         },
+        max_live_bindings: setting("RECOVERY_MAX_LIVE").unwrap_or(defaults.max_live_bindings),
+        max_freed_bindings: setting("RECOVERY_MAX_FREED").unwrap_or(defaults.max_freed_bindings),
         ..default()
     })
     .add_plugins(common::headless_default_plugins())
@@ -324,18 +432,43 @@ fn child() {
 /// A scratch buffer as games make for transient data: from the 20th frame on a device (after its
 /// start-up allocations settled), created on even frames and dropped on odd ones, so its range is
 /// free when the drill's use-after-free fires and nothing else is mistaken for the culprit.
+///
+/// With `RECOVERY_CHURN=n`, also `n` small buffers created and dropped every frame (a streaming
+/// game), and from the 30th frame on a device a long-lived `recovery_terrain` buffer.
 fn per_frame_buffers(
     device: Res<RenderDevice>,
     mut frames_on_device: Local<u32>,
     mut last: Local<Vec<Buffer>>,
+    mut terrain: Local<Option<Buffer>>,
 ) {
     if device.is_changed() {
         *frames_on_device = 0;
         last.clear(); // buffers of a lost device
+        *terrain = None;
     }
     *frames_on_device += 1;
     for buffer in last.drain(..) {
         buffer.destroy();
+    }
+    let churn: usize = std::env::var("RECOVERY_CHURN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for _ in 0..churn {
+        last.push(device.create_buffer(&BufferDescriptor {
+            label: Some("recovery_stream_chunk"),
+            size: 256,
+            usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }));
+    }
+    if churn > 0 && *frames_on_device == 30 {
+        *terrain = Some(device.create_buffer(&BufferDescriptor {
+            label: Some(TARGET),
+            size: 256 * 1024,
+            usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }));
     }
     if *frames_on_device < 20 || *frames_on_device % 2 == 1 {
         return;
