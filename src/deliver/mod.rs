@@ -20,6 +20,7 @@ mod dsn;
 pub(crate) mod envelope;
 pub(crate) mod event;
 mod held;
+mod ledger;
 mod outbox;
 mod privacy;
 mod settings;
