@@ -12,7 +12,8 @@
 //! - [`Dsn`]: sentry-types' DSN, parsed with errors that say what is wrong.
 //! - [`Outbox`]: envelopes are written to disk *before* any send and deleted only after a 2xx; retries
 //!   honour `Retry-After` and `X-Sentry-Rate-Limits` (read by sentry's `RateLimiter`); rejected
-//!   envelopes move to `failed/`.
+//!   envelopes move to `failed/`; at startup, reports that never reached the outbox are queued again
+//!   ([`requeue`]).
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
 mod claim;
@@ -23,6 +24,7 @@ mod held;
 mod ledger;
 mod outbox;
 mod privacy;
+mod requeue;
 mod settings;
 mod transport;
 
