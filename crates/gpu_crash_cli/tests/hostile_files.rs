@@ -1,5 +1,7 @@
 //! Reports are hostile input: `upload` attaches no file outside the report's folder and `show`
-//! prints no terminal control sequence from a report (issue 32 item 6).
+//! prints no terminal control sequence from a report (issue 32 item 6); mutated reports through
+//! both, fuzzed with proptest (`FUZZ_CASES`, default 256: each case runs the tool twice), neither
+//! panic nor print a raw escape.
 
 mod common;
 
@@ -8,6 +10,8 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use common::*;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 use serde_json::Value;
 
 /// Bytes no upload may carry: a stand-in for `~/.ssh/id_ed25519`.
@@ -143,4 +147,127 @@ fn show_escapes_terminal_control_sequences() {
     }
     assert!(stdout.contains("pwned"), "the text itself is still shown");
     assert!(stdout.contains("fake line"));
+}
+
+/// Values spliced into reports: huge numbers, deep nesting, hostile names and strings.
+const HOSTILE: &[&str] = &[
+    "18446744073709551616",
+    "-1",
+    "1e999999",
+    "null",
+    "\"\\u0000\"",
+    "\"/dev/zero\"",
+    "\"../../../../etc/passwd\"",
+    "\"\\u001b]0;x\\u0007\\u001b[2J\"",
+    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+];
+
+/// `gpu-crash show` and `upload`'s parsing path on mutated reports (bytes flipped, cut, hostile
+/// values spliced in, hostile values in fields): no panic, no raw escape, only the documented exit
+/// codes.
+#[test]
+fn show_and_upload_survive_mutated_reports() {
+    let port = rejecting_server();
+    let dir = temp_dir("fuzz-cli");
+    let valid = std::fs::read(fixture("use-after-free")).unwrap();
+    let fixture_json: Value = serde_json::from_slice(&valid).unwrap();
+    let vendor = fixture_json["vendor_binary"]["file_name"].as_str().unwrap();
+    std::fs::write(dir.join(vendor), [1u8; 70]).unwrap();
+    let path = dir.join("gpu-crash-1-fuzz.json");
+    let outbox = dir.join("outbox");
+    let cases = std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(256);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..Config::default()
+    });
+    // Field mutations weigh most: a flipped byte mostly leaves JSON that is refused at once.
+    let mutation = prop_oneof![
+        1 => (any::<usize>(), 1u8..).prop_map(|(i, b)| (0u8, i, b, "")),
+        1 => any::<usize>().prop_map(|i| (1u8, i, 0, "")),
+        1 => (any::<usize>(), prop::sample::select(HOSTILE)).prop_map(|(i, s)| (2u8, i, 0, s)),
+        4 => (0usize..6, prop::sample::select(HOSTILE)).prop_map(|(f, s)| (3u8, f, 0, s)),
+    ];
+    let start = std::time::Instant::now();
+    let (ran, shown) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    let result = runner.run(&prop::collection::vec(mutation, 1..4), |mutations| {
+        ran.set(ran.get() + 1);
+        let mut bytes = valid.clone();
+        for (kind, i, b, s) in mutations {
+            let at = i % (bytes.len() + 1);
+            match kind {
+                0 if !bytes.is_empty() => {
+                    let i = i % bytes.len();
+                    bytes[i] ^= b;
+                }
+                1 => bytes.truncate(at),
+                2 => {
+                    bytes.splice(at..at, s.bytes());
+                }
+                3 => {
+                    let Ok(mut json) = serde_json::from_slice::<Value>(&bytes) else {
+                        continue;
+                    };
+                    let field = [
+                        "summary",
+                        "notes",
+                        "vendor_binary",
+                        "timestamp_ms",
+                        "id",
+                        "gpu",
+                    ][i];
+                    // The text fields get the value as a string (escapes and all), the rest as JSON.
+                    json[field] = match field {
+                        "summary" | "id" => Value::String(s.to_owned()),
+                        "notes" => serde_json::json!([s]),
+                        _ => {
+                            serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))
+                        }
+                    };
+                    bytes = serde_json::to_vec(&json).unwrap();
+                }
+                _ => {}
+            }
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let show = gpu_crash().arg("show").arg(&path).output().unwrap();
+        let (stdout, stderr) = text(&show);
+        prop_assert!(!stderr.contains("panicked"), "show panicked: {stderr}");
+        prop_assert!(matches!(show.status.code(), Some(0 | 2)), "{stderr}");
+        prop_assert!(
+            !stdout.contains('\x1b') && !stderr.contains('\x1b'),
+            "raw ESC"
+        );
+        shown.set(shown.get() + usize::from(show.status.success()));
+        let _ = std::fs::remove_dir_all(&outbox);
+        let upload = gpu_crash()
+            .arg("upload")
+            .arg("--dsn")
+            .arg(format!("http://k@127.0.0.1:{port}/1"))
+            .arg("--outbox")
+            .arg(&outbox)
+            .arg(&path)
+            .env_remove("SENTRY_DSN")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&upload);
+        prop_assert!(!stderr.contains("panicked"), "upload panicked: {stderr}");
+        prop_assert!(matches!(upload.status.code(), Some(0..=2)), "{stderr}");
+        prop_assert!(
+            !stdout.contains('\x1b') && !stderr.contains('\x1b'),
+            "raw ESC"
+        );
+        Ok(())
+    });
+    eprintln!(
+        "fuzz gpu-crash show/upload: {} cases ({} shown) in {:.2} s",
+        ran.get(),
+        shown.get(),
+        start.elapsed().as_secs_f64()
+    );
+    result.unwrap();
 }
