@@ -439,43 +439,14 @@ fn sending_to(server: &ScriptedServer, dir: PathBuf) -> DeliverySettings {
     s
 }
 
-/// Runs `f` on a thread of its own that file permission bits bind even when the tests run as root:
-/// its effective `CAP_DAC_OVERRIDE` and `CAP_DAC_READ_SEARCH` are dropped (Linux capabilities are
-/// per thread), so a mode-000 file cannot be opened there, as for any other user.
+/// Runs `f` on a thread of its own that file permission bits bind even when the tests run as root
+/// (see [`drop_file_permission_override`]).
 #[cfg(target_os = "linux")]
 fn as_owner_without_override<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    const DAC_OVERRIDE_AND_READ_SEARCH: u32 = (1 << 1) | (1 << 2);
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
-                let mut header = Header {
-                    version: CAPABILITY_VERSION_3,
-                    pid: 0,
-                };
-                let mut data = [Data::default(); 2];
-                // SAFETY: capget(2) with a version-3 header and the two data structs that version
-                // writes; pid 0 is this thread.
-                let got =
-                    unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
-                assert_eq!(got, 0, "capget: {}", std::io::Error::last_os_error());
-                data[0].effective &= !DAC_OVERRIDE_AND_READ_SEARCH;
-                // SAFETY: capset(2) with the header and data capget filled; it only lowers this
-                // thread's effective set.
-                let set = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
-                assert_eq!(set, 0, "capset: {}", std::io::Error::last_os_error());
+                drop_file_permission_override();
                 f()
             })
             .join()

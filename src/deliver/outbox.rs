@@ -374,6 +374,7 @@ impl Outbox {
         // until the next flush, which tries them again.
         let mut skipped: HashSet<PathBuf> = HashSet::new();
         let mut unreadable = 0usize;
+        let mut unreadable_reason = String::new();
         loop {
             let now = Instant::now();
             if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
@@ -398,7 +399,8 @@ impl Outbox {
                 Err((path, e)) => {
                     let reason = format!("cannot open {} now: {e}", path.display());
                     warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.last_error = Some(reason);
+                    summary.last_error = Some(reason.clone());
+                    unreadable_reason = reason;
                     skipped.insert(path);
                     unreadable += 1;
                     continue;
@@ -435,7 +437,8 @@ impl Outbox {
                     }
                     .to_string();
                     warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.last_error = Some(reason);
+                    summary.last_error = Some(reason.clone());
+                    unreadable_reason = reason;
                     skipped.insert(path);
                     unreadable += 1;
                     continue;
@@ -541,7 +544,8 @@ impl Outbox {
         }
         if unreadable > 0 && summary.stopped.is_none() {
             summary.stopped = Some(format!(
-                "{unreadable} envelope(s) cannot be opened or read now; the next flush tries again"
+                "{unreadable} envelope(s) cannot be opened or read now (last: {unreadable_reason}); \
+                 the next flush tries again"
             ));
         }
         summary.pending = self.pending().len();
