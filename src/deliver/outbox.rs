@@ -70,7 +70,8 @@ pub enum OutboxError {
         /// The operating system's reason.
         source: std::io::Error,
     },
-    /// The file is larger than any envelope this outbox writes (see [`envelope_read_cap`]).
+    /// The file is larger than any envelope this outbox writes: its event and attachment limits
+    /// plus 1 MiB, at least 64 MiB.
     #[error("{} is larger than the {limit}-byte limit of an envelope", .path.display())]
     TooLarge {
         /// The file's path.
