@@ -9,8 +9,10 @@ pub const REPORTS_DIR_NAME: &str = "gpu-crash-reports";
 pub const OUTBOX_DIR_NAME: &str = "gpu-crash-outbox";
 
 /// The per-user folder that holds each game's data directory: `%LOCALAPPDATA%` on Windows,
-/// `~/Library/Application Support` on macOS, `$XDG_DATA_HOME` or `~/.local/share` elsewhere; the
-/// temp folder when none is known.
+/// `~/Library/Application Support` on macOS, `$XDG_DATA_HOME` or `~/.local/share` elsewhere (`~`:
+/// `HOME`, else the user's home directory in the password database). When none is known, a folder of
+/// this user's own in the temp folder (`gpu-crash-<uid>`, created `0700`): reports saved there say
+/// so in a note, and the plugin logs it.
 pub fn user_data_dir() -> PathBuf {
     user_data_dir_with(|name| std::env::var_os(name))
 }
@@ -24,7 +26,7 @@ pub fn game_data_dir(application: &str) -> PathBuf {
 /// [`user_data_dir`] reading the environment through `env` (tests pass their own).
 fn user_data_dir_with(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
     let var = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let home = var("HOME");
+    let home = var("HOME").or_else(home_from_password_database);
     let base = if cfg!(windows) {
         var("LOCALAPPDATA")
     } else if cfg!(target_os = "macos") {
@@ -32,7 +34,70 @@ fn user_data_dir_with(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
     } else {
         var("XDG_DATA_HOME").or_else(|| home.map(|h| h.join(".local/share")))
     };
-    base.unwrap_or_else(std::env::temp_dir)
+    base.unwrap_or_else(temp_fallback)
+}
+
+/// The last resort: this user's own folder inside the temp folder every user shares.
+fn temp_fallback() -> PathBuf {
+    #[cfg(unix)]
+    {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        std::env::temp_dir().join(format!("gpu-crash-{uid}"))
+    }
+    #[cfg(not(unix))]
+    {
+        std::env::temp_dir().join("gpu-crash")
+    }
+}
+
+/// Whether `dir` lies in the temp-folder fallback of [`user_data_dir`] (no data folder was known).
+pub(crate) fn in_temp_fallback(dir: &Path) -> bool {
+    dir.starts_with(temp_fallback())
+}
+
+/// The note a report saved in the temp-folder fallback carries.
+pub(crate) fn temp_fallback_note(dir: &Path) -> String {
+    format!(
+        "saved in {}, under the temp folder: no data folder is known for this user (HOME and the \
+         password database name none); the folder is the user's own (0700 on Unix) but the system \
+         may clear it",
+        dir.display()
+    )
+}
+
+/// The current user's home directory from the password database (`getpwuid_r`), for a process
+/// started without `HOME` (a service, `env -i`); `None` if it names none, `/` or a missing folder.
+#[cfg(unix)]
+fn home_from_password_database() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: `passwd` is a plain C struct of integers and pointers; all zeroes is a valid value.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes only into `entry` and `buf` (whose length it is given) and sets
+    // `found` to `&entry` or null; all outlive the call.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut entry,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() || entry.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: on success `pw_dir` points to a NUL-terminated string inside `buf`, alive here.
+    let dir = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) };
+    let dir = PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes()));
+    (dir.is_absolute() && dir != Path::new("/") && dir.is_dir()).then_some(dir)
+}
+
+#[cfg(not(unix))]
+fn home_from_password_database() -> Option<PathBuf> {
+    None
 }
 
 /// `<data dir>/<application>` ([`game_data_dir`]); `env` reads the environment.
@@ -99,5 +164,14 @@ mod tests {
         }
         let empty = env(&[(REPORT_DIR_ENV, ""), ("HOME", "/home/p")]);
         assert_eq!(report_dir_with(empty, Some(setting), "game"), setting);
+    }
+
+    /// Issue 32 item 7: with no `HOME` (a service, `env -i`), reports do not go to the temp folder
+    /// every user of the machine shares.
+    #[cfg(unix)]
+    #[test]
+    fn without_home_the_data_dir_is_not_the_shared_temp_dir() {
+        let dir = user_data_dir_with(|_| None);
+        assert_ne!(dir, std::env::temp_dir(), "the shared temp folder");
     }
 }

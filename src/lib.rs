@@ -56,6 +56,7 @@ mod plugin;
 mod progress;
 pub mod report;
 mod resolve;
+mod safe_fs;
 mod serde_hex;
 mod vulkan;
 

@@ -396,11 +396,22 @@ impl GpuCrashReporterPlugin {
         if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
             delivery.outbox_dir = report_dir.join("outbox");
         }
+        if crate::data_dir::in_temp_fallback(&report_dir) {
+            warn!(
+                "GPU crash reporter: no data folder is known for this user (no HOME, none in the \
+                 password database): crash reports go to {}, under the temp folder (owner-only, but \
+                 the system may clear it); set GPU_CRASH_REPORT_DIR or the plugin's report_dir",
+                report_dir.display()
+            );
+        }
         let outbox = Outbox::new(delivery);
-        if outbox.dsn().is_some() && !outbox.pending().is_empty() {
-            // Reports an earlier run could not upload (offline, killed mid-upload): send them now,
-            // off the main thread.
-            if let Err(err) = outbox.spawn_background_flush(Duration::from_secs(60)) {
+        if outbox.dsn().is_some() {
+            // Off the main thread: reports an earlier run wrote but never queued (killed between
+            // the two) are queued, then what an earlier run could not upload (offline, killed
+            // mid-upload) is sent.
+            if let Err(err) =
+                outbox.spawn_startup_flush(report_dir.clone(), Duration::from_secs(60))
+            {
                 warn!("GPU crash reporter: could not start the upload thread: {err}");
             }
         }

@@ -417,3 +417,214 @@ fn server_errors_are_retried_with_backoff_and_the_file_deleted_after_2xx() {
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].path, "/api/1/envelope/");
 }
+
+// ------------------------------------------------------------------- hostile files, privacy, skips
+
+/// A server on 127.0.0.1 that accepts every envelope.
+fn accepting_server() -> ScriptedServer {
+    ScriptedServer::start(
+        0,
+        vec![],
+        Action::Respond(200, vec![], "{\"id\":\"x\"}".into()),
+    )
+}
+
+fn sending_to(server: &ScriptedServer, dir: PathBuf) -> DeliverySettings {
+    let mut s = settings(dir);
+    s.dsn = Some(
+        format!("http://k@127.0.0.1:{}/1", server.port)
+            .parse()
+            .unwrap(),
+    );
+    s
+}
+
+/// Runs `f` on a thread of its own that file permission bits bind even when the tests run as root
+/// (see [`drop_file_permission_override`]).
+#[cfg(target_os = "linux")]
+fn as_owner_without_override<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                drop_file_permission_override();
+                f()
+            })
+            .join()
+            .unwrap()
+    })
+}
+
+/// Issue 32 item 8: one envelope that cannot be opened now does not hold back the newer ones; the
+/// flush sends those and leaves it for the next flush.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_envelope_that_cannot_be_opened_does_not_block_newer_ones() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = accepting_server();
+    let outbox = Outbox::new(sending_to(&server, tmp_dir("unopenable")));
+    let mut older = use_after_free("older", 0x1000_0000);
+    older.timestamp_ms -= 60_000;
+    let older = outbox.enqueue(&older, None).unwrap();
+    let newer = outbox
+        .enqueue(&use_after_free("newer", 0x2000_0000), None)
+        .unwrap();
+    std::fs::set_permissions(&older, std::fs::Permissions::from_mode(0o000)).unwrap();
+
+    let summary =
+        as_owner_without_override(|| outbox.flush(Instant::now() + Duration::from_secs(20)));
+    assert_eq!(
+        summary.sent, 1,
+        "the newer envelope was not sent: {summary:?}"
+    );
+    assert!(!newer.exists(), "the newer envelope is still queued");
+    assert!(older.exists(), "the unopenable envelope must stay");
+    assert!(
+        summary
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("cannot"),
+        "{summary:?}"
+    );
+
+    // Readable again: the next flush sends it.
+    std::fs::set_permissions(&older, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(20));
+    assert_eq!(summary.sent, 1, "{summary:?}");
+    assert!(!older.exists());
+}
+
+/// Issue 32 item 6: a symlink planted where the outbox writes its `sent/` marker is not followed
+/// (it would create or truncate any file the process may write).
+#[cfg(unix)]
+#[test]
+fn a_symlink_planted_in_sent_is_not_followed() {
+    let server = accepting_server();
+    let dir = tmp_dir("sent-symlink");
+    let outbox = Outbox::new(sending_to(&server, dir.join("outbox")));
+    let path = outbox
+        .enqueue(&use_after_free("particles", 0x1000_0000), None)
+        .unwrap();
+    let victim = dir.join("victim.txt");
+    let sent = dir.join("outbox/sent");
+    std::fs::create_dir_all(&sent).unwrap();
+    let marker = sent.join(path.file_name().unwrap());
+    std::os::unix::fs::symlink(&victim, &marker).unwrap();
+
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(20));
+    assert_eq!(summary.sent, 1, "{summary:?}");
+    assert!(
+        !victim.exists(),
+        "the sent marker followed a symlink and created {}",
+        victim.display()
+    );
+    let meta = std::fs::symlink_metadata(&marker).unwrap();
+    assert!(meta.is_file(), "the marker is a plain file: {meta:?}");
+}
+
+/// Issue 32 item 7: the DSN's secret key never lands on disk (the envelope's header names the DSN
+/// without it; the full DSN is stamped only on the way out).
+#[test]
+fn the_dsn_secret_is_not_written_into_an_envelope_on_disk() {
+    let mut s = settings(tmp_dir("dsn-secret"));
+    s.dsn = Some("http://public:hunter2secret@127.0.0.1:9/5".parse().unwrap());
+    let outbox = Outbox::new(s);
+    let path = outbox
+        .enqueue(&use_after_free("particles", 0x1000_0000), None)
+        .unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        !text.contains("hunter2secret"),
+        "the DSN secret is in {}",
+        path.display()
+    );
+    let header: Value =
+        serde_json::from_slice(bytes.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    let named: Dsn = header["dsn"].as_str().unwrap().parse().unwrap();
+    assert_eq!(named.envelope_url(), "http://127.0.0.1:9/api/5/envelope/");
+    assert_eq!(named.as_sentry().public_key(), "public");
+}
+
+/// Issue 32 item 7: `Debug` (of the DSN, and of everything holding one) does not print its secret.
+#[test]
+fn debug_output_does_not_print_the_dsn_secret() {
+    let mut s = settings(tmp_dir("dsn-debug"));
+    s.dsn = Some("http://public:hunter2secret@127.0.0.1:9/5".parse().unwrap());
+    let outbox = Outbox::new(s.clone());
+    let printed = format!("{:?}\n{s:?}\n{outbox:?}", s.dsn.as_ref().unwrap());
+    assert!(!printed.contains("hunter2secret"), "{printed}");
+    assert!(printed.contains("public"), "{printed}");
+}
+
+/// Issue 32 item 7: envelopes and the outbox folders are the player's alone (0600 and 0700), not
+/// whatever the umask gives (usually world-readable).
+#[cfg(unix)]
+#[test]
+fn envelopes_and_outbox_folders_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = ScriptedServer::start(0, vec![], Action::Respond(400, vec![], "rejected".into()));
+    let dir = tmp_dir("modes").join("outbox");
+    let outbox = Outbox::new(sending_to(&server, dir.clone()));
+    let path = outbox
+        .enqueue(&use_after_free("particles", 0x1000_0000), None)
+        .unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "outbox folder");
+    assert_eq!(mode(&path), 0o600, "envelope");
+    // Rejected: moved to failed/, a folder of its own.
+    let summary = outbox.flush(Instant::now() + Duration::from_secs(20));
+    assert_eq!(summary.failed, 1, "{summary:?}");
+    assert_eq!(mode(&dir.join("failed")), 0o700, "failed/ folder");
+}
+
+/// Issue 32 item 7: without `include_paths`, no absolute path (home directory, user name) leaves in
+/// notes, panic texts, breadcrumbs or the driver's description; file names stay (they help).
+#[test]
+fn without_include_paths_no_absolute_path_leaves() {
+    use bevy_gpu_crash_reporter::report::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
+    let mut report = use_after_free("particles", 0x1000_0000);
+    report.notes.push(
+        "panicked at /home/qa/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/wgpu-29.0.0/\
+         src/backend/wgpu_core.rs:1234:26: Buffer with '' label is invalid"
+            .into(),
+    );
+    report
+        .notes
+        .push("asset not found: /home/qa/games/particle_storm/assets/tree.glb".into());
+    report.notes.push(
+        r"not saved: C:\Users\qa\AppData\Local\particle_storm\gpu-crash-reports is read-only"
+            .into(),
+    );
+    report.description = Some("page fault in /opt/studio/builds/particle_storm/game".into());
+    report.breadcrumbs = vec![FrameBreadcrumbs {
+        frame: 14,
+        breadcrumbs: vec![GpuBreadcrumb {
+            label: "shader /home/qa/mods/water.wgsl".into(),
+            camera: Some("main".into()),
+            state: BreadcrumbState::Started,
+        }],
+        dropped: 0,
+    }];
+    let s = settings(tmp_dir("scrub"));
+    assert!(!s.include_paths);
+    let bytes = envelope_bytes(&report, None, &s);
+    let text = String::from_utf8_lossy(&bytes);
+    for leak in [
+        "/home/qa",
+        "Users\\\\qa",
+        "/opt/studio",
+        ".cargo/registry",
+        "/mods/",
+    ] {
+        assert!(!text.contains(leak), "{leak:?} leaked");
+    }
+    for kept in [
+        "wgpu_core.rs:1234:26",
+        "tree.glb",
+        "water.wgsl",
+        "label is invalid",
+    ] {
+        assert!(text.contains(kept), "{kept:?} was scrubbed too");
+    }
+}

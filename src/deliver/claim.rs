@@ -12,10 +12,14 @@
 //!   so nothing stays claimed for ever.
 //!
 //! Locks are per open file, not per process: two threads of one process conflict the same way.
+//!
+//! Outbox files are hostile input too: a claim opens only a regular file, never through a symlink,
+//! and reads at most a given number of bytes (see [`crate::safe_fs`]).
 
 use std::fs::{File, TryLockError};
-use std::io::Read;
 use std::path::{Path, PathBuf};
+
+use crate::safe_fs;
 
 /// An outbox file this flush (or this bounds check) holds exclusively; released when dropped.
 #[derive(Debug)]
@@ -27,10 +31,9 @@ pub(crate) struct Claim {
 impl Claim {
     /// Claims `path`. `Ok(None)` when another claim holds it or it is gone (sent and deleted by
     /// another process in the meantime); `Err` when it exists but cannot be opened or locked now
-    /// (permissions, no file descriptors left, I/O error): a transient state the caller must not take
-    /// for a bad envelope.
+    /// (permissions, no file descriptors left, I/O error; or it is a symlink or not a regular file).
     pub(crate) fn try_new(path: &Path) -> std::io::Result<Option<Self>> {
-        let file = match File::open(path) {
+        let file = match safe_fs::open_regular(path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -58,11 +61,10 @@ impl Claim {
         &self.path
     }
 
-    /// The file's bytes, read through the locked handle.
-    pub(crate) fn read(&mut self) -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        self.file.read_to_end(&mut bytes)?;
-        Ok(bytes)
+    /// The file's bytes, read through the locked handle; an [`std::io::ErrorKind::FileTooLarge`]
+    /// error past `cap` bytes (nothing past `cap + 1` is read).
+    pub(crate) fn read(&mut self, cap: u64) -> std::io::Result<Vec<u8>> {
+        safe_fs::read_capped(&mut self.file, cap)
     }
 
     /// The claim now names the file's new path (after a rename, which keeps the lock: it is on the
@@ -76,7 +78,7 @@ impl Claim {
 #[cfg(unix)]
 fn still_named(file: &File, path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), std::fs::metadata(path)) {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
@@ -108,7 +110,7 @@ mod tests {
         std::fs::write(&path, b"x").unwrap();
         let mut first = Claim::try_new(&path).unwrap().expect("first claim");
         assert!(Claim::try_new(&path).unwrap().is_none(), "claimed twice");
-        assert_eq!(first.read().unwrap(), b"x");
+        assert_eq!(first.read(1).unwrap(), b"x");
         drop(first);
         assert!(Claim::try_new(&path).unwrap().is_some());
     }

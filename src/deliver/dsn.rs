@@ -12,7 +12,10 @@ const FORM: &str = "expected http(s)://PUBLIC_KEY@HOST[:PORT]/PROJECT_ID";
 ///
 /// sentry-types' `Dsn` with a [`FromStr`] whose errors name the part that is wrong: a game developer
 /// pastes this string into a config file, and "invalid url" does not say which part to fix.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` leaves out the secret key (a DSN sits in settings that get logged); envelopes on disk
+/// name it without its secret too (see [`super::build_envelope`]).
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Dsn(sentry::types::Dsn);
 
 /// Why a DSN string was not accepted.
@@ -87,7 +90,36 @@ impl fmt::Display for Dsn {
     }
 }
 
+impl fmt::Debug for Dsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Dsn").field(&self.redacted_text()).finish()
+    }
+}
+
 impl Dsn {
+    /// The DSN as text with its secret key, if any, left out: `https://public:@host/42`.
+    fn redacted_text(&self) -> String {
+        let text = self.0.to_string();
+        match self.0.secret_key() {
+            Some(secret) => text.replacen(&format!(":{secret}@"), ":@", 1),
+            None => text,
+        }
+    }
+
+    /// The DSN without its secret key: what an envelope names (Sentry authenticates by the public
+    /// key; the secret, a legacy of old DSNs, goes only into the `X-Sentry-Auth` header). `None`
+    /// in the unlikely case that the DSN without its secret does not parse: then none is named.
+    pub(crate) fn without_secret(&self) -> Option<sentry::types::Dsn> {
+        match self.0.secret_key() {
+            Some(_) => self
+                .redacted_text()
+                .parse::<sentry::types::Dsn>()
+                .ok()
+                .filter(|d| d.secret_key().is_none()),
+            None => Some(self.0.clone()),
+        }
+    }
+
     /// sentry-types' DSN.
     pub fn as_sentry(&self) -> &sentry::types::Dsn {
         &self.0
@@ -127,6 +159,13 @@ mod tests {
             d.envelope_url(),
             "http://127.0.0.1:8765/sub/path/api/7/envelope/"
         );
+        let public = d.without_secret().unwrap();
+        assert_eq!(public.secret_key(), None);
+        assert_eq!(
+            public.envelope_api_url().as_str(),
+            "http://127.0.0.1:8765/sub/path/api/7/envelope/"
+        );
+        assert!(!format!("{d:?}").contains("secret"), "{d:?}");
         let d: Dsn = "http://k@[::1]:9000/3".parse().unwrap();
         assert_eq!(d.envelope_url(), "http://[::1]:9000/api/3/envelope/");
     }

@@ -11,8 +11,9 @@ use sentry::Envelope;
 use super::{redacted_report, sentry_event, DeliverySettings};
 use crate::report::CrashReport;
 
-/// The envelope for `report`: headers (`event_id`, `dsn` when known, `sent_at`, `sdk`), the event,
-/// the report JSON as an attachment and, if given, the vendor binary as an attachment.
+/// The envelope for `report`: headers (`event_id`, `dsn` when known but never its secret key,
+/// `sent_at`, `sdk`), the event, the report JSON as an attachment and, if given, the vendor binary
+/// as an attachment.
 ///
 /// The report JSON is attached without what the privacy settings leave out; if it is larger than
 /// [`DeliverySettings::max_attachment_bytes`], its lists are cut (oldest first) with a note. A vendor
@@ -32,8 +33,14 @@ pub fn build_envelope(
             integrations: Vec::new(),
             packages: Vec::new(),
         });
-    if let Ok(Some(dsn)) = settings.resolve_dsn() {
-        headers = headers.with_dsn(dsn.as_sentry().clone());
+    // Without its secret key: this envelope is written to disk.
+    if let Some(dsn) = settings
+        .resolve_dsn()
+        .ok()
+        .flatten()
+        .and_then(|d| d.without_secret())
+    {
+        headers = headers.with_dsn(dsn);
     }
 
     let mut attached = redacted_report(report, settings);

@@ -6,11 +6,13 @@
 //! loss that often follows, so that one fault is one Sentry event. Held envelopes live in `held/`,
 //! which no flush reads, and stay locked (see [`super::claim`]) while their process lives. A held
 //! envelope whose process died (unlocked) is moved back into the outbox by the next flush of any
-//! process: "at the next launch" for a crashed game.
+//! process: "at the next launch" for a crashed game. No symlink in `held/` (nor `held/` itself as
+//! one) is followed.
 
 use std::path::{Path, PathBuf};
 
 use super::claim::Claim;
+use super::ledger::{self, DROPPED_DIR};
 
 /// Subdirectory of held envelopes.
 pub(crate) const HELD_DIR: &str = "held";
@@ -44,20 +46,37 @@ impl HeldEnvelope {
     }
 
     /// Deletes it: a later report stands for it (it counts its losses, or it is the same fault with
-    /// more known).
+    /// more known). Its marker in `dropped/` keeps the startup requeue from queuing its report again
+    /// (a report rewritten after this, as a hang report merged into its loss report is, is queued).
     pub(crate) fn discard(self) {
-        let _ = std::fs::remove_file(self.claim.path());
+        let path = self.claim.path();
+        if std::fs::remove_file(path).is_ok() {
+            if let (Some(outbox), Some(name)) = (
+                path.parent().and_then(Path::parent),
+                path.file_name().map(|n| n.to_string_lossy()),
+            ) {
+                let _ = ledger::record(outbox, DROPPED_DIR, &name);
+            }
+        }
     }
 }
 
 /// Moves every held envelope of `held_dir` that no live process holds into `outbox_dir`. Returns
 /// how many.
 pub(crate) fn release_orphans(held_dir: &Path, outbox_dir: &Path) -> usize {
+    if std::fs::symlink_metadata(held_dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return 0; // not followed
+    }
     let Ok(entries) = std::fs::read_dir(held_dir) else {
         return 0;
     };
     let mut released = 0;
-    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+    // `DirEntry::file_type` does not follow symlinks: only regular files are held envelopes.
+    let files = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path());
+    for path in files {
         let is_envelope = path
             .file_name()
             .map(|n| n.to_string_lossy())

@@ -12,7 +12,8 @@
 //! - [`Dsn`]: sentry-types' DSN, parsed with errors that say what is wrong.
 //! - [`Outbox`]: envelopes are written to disk *before* any send and deleted only after a 2xx; retries
 //!   honour `Retry-After` and `X-Sentry-Rate-Limits` (read by sentry's `RateLimiter`); rejected
-//!   envelopes move to `failed/`.
+//!   envelopes move to `failed/`; at startup, reports that never reached the outbox are queued again
+//!   ([`requeue`]).
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
 mod claim;
@@ -20,8 +21,10 @@ mod dsn;
 pub(crate) mod envelope;
 pub(crate) mod event;
 mod held;
+mod ledger;
 mod outbox;
 mod privacy;
+mod requeue;
 mod settings;
 mod transport;
 

@@ -7,17 +7,22 @@
 //! - [`Outbox::flush`] sends oldest first until a deadline. A file is deleted only after a 2xx.
 //!   429 and 5xx (and network errors) are retried after `X-Sentry-Rate-Limits`/`Retry-After` or an
 //!   exponential backoff, as long as the deadline allows; other statuses move the file to `failed/`
-//!   and log the reason once. Only a file that is not an envelope, or one the server rejected, goes
-//!   to `failed/`: a file that cannot be read now (permissions, no file descriptors left, I/O error)
-//!   stays and ends that flush.
+//!   and log the reason once. Only a file that is not an envelope (or is larger than any envelope
+//!   this outbox writes, see [`envelope_read_cap`]), or one the server rejected, goes to `failed/`: a
+//!   file that cannot be opened or read now (permissions, no file descriptors left, I/O error) stays
+//!   for the next flush, and this flush goes on with the newer ones.
 //! - Every file is claimed before it is read (see [`super::claim`]): any number of processes may
 //!   flush one outbox, each envelope is sent once, and nothing another process is sending is deleted.
 //! - Envelopes held back by a rule of their own (crash loop, a hang waiting for its loss) wait in
 //!   `held/` (see [`super::held`]).
-//! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line.
+//! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line
+//!   and a marker in `dropped/` (see [`super::ledger`]).
 //! - A sent envelope leaves an empty marker of the same name in `sent/` (the newest
-//!   [`MAX_SENT_MARKERS`] are kept), so a report is uploaded once however often it is queued again
+//!   [`ledger::MAX_MARKERS`] are kept), so a report is uploaded once however often it is queued again
 //!   ([`Outbox::state_of`], as `gpu-crash upload` checks before queueing).
+//! - Files are hostile input: only regular files are read, never through a symlink, at most
+//!   [`envelope_read_cap`] bytes; folders and envelopes are created owner-only (see
+//!   [`crate::safe_fs`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -31,9 +36,11 @@ use sentry::Envelope;
 
 use super::claim::Claim;
 use super::held::{self, HeldEnvelope, HELD_DIR};
+use super::ledger::{self, DROPPED_DIR, SENT_DIR};
 use super::transport::{HttpTransport, SendOutcome};
 use super::{build_envelope, DeliverySettings, Dsn};
 use crate::report::{write_atomically, write_atomically_locked, CrashReport};
+use crate::safe_fs;
 
 /// Extension of envelope files.
 pub const ENVELOPE_EXT: &str = "envelope";
@@ -41,8 +48,6 @@ pub const ENVELOPE_EXT: &str = "envelope";
 const BACKOFF_START: Duration = Duration::from_secs(1);
 /// Longest delay after repeated 5xx or network errors.
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// Sent markers kept in `sent/`: far more than the outbox holds, a few bytes of metadata each.
-pub const MAX_SENT_MARKERS: usize = 1000;
 /// Below this much time left, a flush does not start another request.
 const MIN_REQUEST_TIME: Duration = Duration::from_millis(50);
 
@@ -64,6 +69,15 @@ pub enum OutboxError {
         path: PathBuf,
         /// The operating system's reason.
         source: std::io::Error,
+    },
+    /// The file is larger than any envelope this outbox writes: its event and attachment limits
+    /// plus 1 MiB, at least 64 MiB.
+    #[error("{} is larger than the {limit}-byte limit of an envelope", .path.display())]
+    TooLarge {
+        /// The file's path.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
     },
     /// The file is not a Sentry envelope (truncated, or not written by this crate).
     #[error("{} is not a Sentry envelope: {source}", .path.display())]
@@ -156,7 +170,7 @@ impl Outbox {
             }
         };
         let dir = settings.outbox_dir.clone();
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        if let Err(e) = safe_fs::create_private_dir_all(&dir) {
             warn!(
                 "GPU crash reporter: cannot create the outbox {}: {e}",
                 dir.display()
@@ -212,7 +226,7 @@ impl Outbox {
         let path = inner.dir.join(envelope_file_name(report));
         self.envelope_bytes(report, vendor_binary)
             .and_then(|envelope| {
-                std::fs::create_dir_all(&inner.dir)?;
+                safe_fs::create_private_dir_all(&inner.dir)?;
                 write_atomically(&path, &envelope)
             })
             .map_err(|source| OutboxError::Write {
@@ -250,13 +264,17 @@ impl Outbox {
         report: &CrashReport,
         vendor_binary: Option<&[u8]>,
     ) -> Result<HeldEnvelope, OutboxError> {
-        let dir = self.inner.dir.join(HELD_DIR);
-        let path = dir.join(envelope_file_name(report));
+        let path = self
+            .inner
+            .dir
+            .join(HELD_DIR)
+            .join(envelope_file_name(report));
         let file = self
             .envelope_bytes(report, vendor_binary)
             .and_then(|envelope| {
-                std::fs::create_dir_all(&dir)?;
-                write_atomically_locked(&path, &envelope)
+                safe_fs::create_private_dir_all(&self.inner.dir)?;
+                let dir = safe_fs::private_subdir(&self.inner.dir, HELD_DIR)?;
+                write_atomically_locked(&dir.join(envelope_file_name(report)), &envelope)
             })
             .map_err(|source| OutboxError::Write {
                 path: path.clone(),
@@ -309,11 +327,12 @@ impl Outbox {
     /// Where `report` stands in the outbox at `dir` (read only: nothing is created or sent).
     pub fn state_of(dir: &Path, report: &CrashReport) -> UploadState {
         let name = envelope_file_name(report);
-        if dir.join(SENT_DIR).join(&name).exists() {
+        let plain = |path: PathBuf| safe_fs::is_plain_file(&path);
+        if ledger::has(dir, SENT_DIR, &name) {
             UploadState::Sent
-        } else if dir.join(&name).exists() || dir.join(HELD_DIR).join(&name).exists() {
+        } else if plain(dir.join(&name)) || plain(dir.join(HELD_DIR).join(&name)) {
             UploadState::Pending
-        } else if dir.join(FAILED_DIR).join(&name).exists() {
+        } else if plain(dir.join(FAILED_DIR).join(&name)) {
             UploadState::Failed
         } else {
             UploadState::NotQueued
@@ -352,8 +371,11 @@ impl Outbox {
         };
         held::release_orphans(&inner.dir.join(HELD_DIR), &inner.dir);
         let mut warned_transient = false;
-        // Files this flush could not move to `failed/`: left alone until the next flush.
+        // Files this flush cannot open or read now, or could not move to `failed/`: left alone
+        // until the next flush, which tries them again.
         let mut skipped: HashSet<PathBuf> = HashSet::new();
+        let mut unreadable = 0usize;
+        let mut unreadable_reason = String::new();
         loop {
             let now = Instant::now();
             if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
@@ -378,9 +400,11 @@ impl Outbox {
                 Err((path, e)) => {
                     let reason = format!("cannot open {} now: {e}", path.display());
                     warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.stopped = Some(reason.clone());
-                    summary.last_error = Some(reason);
-                    break;
+                    summary.last_error = Some(reason.clone());
+                    unreadable_reason = reason;
+                    skipped.insert(path);
+                    unreadable += 1;
+                    continue;
                 }
             };
             if !inner.settings.upload_consent.allows() {
@@ -392,22 +416,36 @@ impl Outbox {
                 break;
             }
             let path = claim.path().to_owned();
-            if self.sent_marker(&path).exists() {
+            if ledger::has(&inner.dir, SENT_DIR, &file_name_of(&path)) {
                 // Sent by a flush that died before deleting it: the marker is written first.
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
-            let bytes = match claim.read() {
-                Ok(bytes) => bytes,
+            let cap = envelope_read_cap(&inner.settings);
+            let stamped = match claim.read(cap) {
+                Ok(bytes) => stamped_for_sending(&bytes, &path, &dsn),
+                // Larger than any envelope this outbox writes: not one of ours.
+                Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                    Err(OutboxError::TooLarge {
+                        path: path.clone(),
+                        limit: cap,
+                    })
+                }
                 Err(source) => {
-                    let reason = OutboxError::Read { path, source }.to_string();
+                    let reason = OutboxError::Read {
+                        path: path.clone(),
+                        source,
+                    }
+                    .to_string();
                     warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.stopped = Some(reason.clone());
-                    summary.last_error = Some(reason);
-                    break;
+                    summary.last_error = Some(reason.clone());
+                    unreadable_reason = reason;
+                    skipped.insert(path);
+                    unreadable += 1;
+                    continue;
                 }
             };
-            let (event_id, body) = match stamped_for_sending(&bytes, &path, &dsn) {
+            let (event_id, body) = match stamped {
                 Ok(stamped) => stamped,
                 Err(e) => {
                     let reason = e.to_string();
@@ -505,6 +543,12 @@ impl Outbox {
             }
             drop(claim);
         }
+        if unreadable > 0 && summary.stopped.is_none() {
+            summary.stopped = Some(format!(
+                "{unreadable} envelope(s) cannot be opened or read now (last: {unreadable_reason}); \
+                 the next flush tries again"
+            ));
+        }
         summary.pending = self.pending().len();
         if summary.pending > 0 {
             info!(
@@ -590,30 +634,16 @@ impl Outbox {
         Ok(None)
     }
 
-    fn sent_marker(&self, envelope: &Path) -> PathBuf {
-        self.inner
-            .dir
-            .join(SENT_DIR)
-            .join(envelope.file_name().unwrap_or_default())
-    }
-
-    /// Leaves an empty marker named like the sent envelope in `sent/`, dropping the oldest beyond
-    /// [`MAX_SENT_MARKERS`]. A marker that cannot be written is logged: the report may then be sent
-    /// again if queued again, never lost.
+    /// Leaves an empty marker named like the sent envelope in `sent/` (see [`ledger`]). A marker
+    /// that cannot be written is logged: the report may then be sent again if queued again, never
+    /// lost.
     fn record_sent(&self, envelope: &Path) {
-        let dir = self.inner.dir.join(SENT_DIR);
-        let marker = self.sent_marker(envelope);
-        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&marker, b"")) {
+        let name = file_name_of(envelope);
+        if let Err(e) = ledger::record(&self.inner.dir, SENT_DIR, &name) {
             warn!(
                 "GPU crash reporter: cannot record {} as sent: {e}",
-                marker.display()
+                ledger::marker(&self.inner.dir, SENT_DIR, &name).display()
             );
-            return;
-        }
-        let markers = list_envelopes(&dir);
-        let excess = markers.len().saturating_sub(MAX_SENT_MARKERS);
-        for old in &markers[..excess] {
-            let _ = std::fs::remove_file(old);
         }
     }
 
@@ -624,7 +654,8 @@ impl Outbox {
         let failed = &self.inner.failed_dir;
         let path = claim.path().to_owned();
         let target = failed.join(path.file_name().unwrap_or_default());
-        let moved = std::fs::create_dir_all(failed).and_then(|()| std::fs::rename(&path, &target));
+        let moved = safe_fs::private_subdir(&self.inner.dir, FAILED_DIR)
+            .and_then(|_| std::fs::rename(&path, &target));
         match moved {
             Ok(()) => {
                 claim.renamed(target.clone());
@@ -671,6 +702,10 @@ impl Outbox {
             };
             let removed = std::fs::remove_file(path);
             drop(claim);
+            if removed.is_ok() {
+                // So that the startup requeue does not queue its report again.
+                let _ = ledger::record(&self.inner.dir, DROPPED_DIR, &file_name_of(path));
+            }
             match removed {
                 Ok(()) => warn!(
                     "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
@@ -693,8 +728,26 @@ impl Outbox {
     }
 }
 
+/// The largest outbox file read: an event, the report JSON and the vendor binary at their limits,
+/// plus 1 MiB for headers; never under 64 MiB, so that envelopes written under larger limits by an
+/// earlier run still go out.
+pub(crate) fn envelope_read_cap(settings: &DeliverySettings) -> u64 {
+    const FLOOR: u64 = 64 * 1024 * 1024;
+    let limits =
+        settings.max_event_bytes as u64 + 2 * settings.max_attachment_bytes as u64 + 1024 * 1024;
+    limits.max(FLOOR)
+}
+
+/// The file name of an outbox path, as text.
+fn file_name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The event id and bytes of an envelope, its headers' `sent_at` set to now (so Sentry can correct
-/// clock drift) and `dsn` to the one it is sent to.
+/// clock drift) and `dsn` to the one it is sent to (without its secret key, which goes only into the
+/// `X-Sentry-Auth` header).
 fn stamped_for_sending(
     bytes: &[u8],
     path: &Path,
@@ -705,11 +758,10 @@ fn stamped_for_sending(
         source,
     })?;
     let event_id = envelope.uuid().map(|id| id.simple().to_string());
-    let headers = envelope
-        .headers()
-        .clone()
-        .with_sent_at(SystemTime::now())
-        .with_dsn(dsn.as_sentry().clone());
+    let mut headers = envelope.headers().clone().with_sent_at(SystemTime::now());
+    if let Some(public) = dsn.without_secret() {
+        headers = headers.with_dsn(public);
+    }
     let mut body = Vec::with_capacity(bytes.len());
     // Writing into a Vec cannot fail but for serialisation, which read the same types a moment ago.
     envelope
@@ -744,13 +796,11 @@ fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Subdirectory of rejected envelopes.
-const FAILED_DIR: &str = "failed";
-/// Subdirectory of markers of sent envelopes.
-const SENT_DIR: &str = "sent";
+pub(crate) const FAILED_DIR: &str = "failed";
 
 /// `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order. The event id is
 /// the report id, except for a loss that follows its hang report (a second event of one report).
-fn envelope_file_name(report: &CrashReport) -> String {
+pub(crate) fn envelope_file_name(report: &CrashReport) -> String {
     format!(
         "{:020}-{}.{ENVELOPE_EXT}",
         report.timestamp_ms,
@@ -759,7 +809,7 @@ fn envelope_file_name(report: &CrashReport) -> String {
 }
 
 /// Keeps an id usable as part of a file name.
-fn sanitize(id: &str) -> String {
+pub(crate) fn sanitize(id: &str) -> String {
     id.chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .take(64)

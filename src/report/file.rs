@@ -1,9 +1,21 @@
-//! Reports on disk: written atomically before any upload is attempted, read back with serde.
+//! Reports on disk: written atomically (owner-only) before any upload is attempted, read back with
+//! serde as hostile input: through no symlink, at most [`MAX_REPORT_BYTES`], and a vendor binary only
+//! from the report's own folder, at most [`MAX_VENDOR_BINARY_BYTES`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::CrashReport;
+use crate::safe_fs;
+
+/// The largest report file read back (64 MiB): far over any report the plugin writes (its lists are
+/// bounded; a report with ten thousand binding events is a few MiB), far under what would hurt a
+/// tool that reads a folder of them.
+pub const MAX_REPORT_BYTES: u64 = 64 * 1024 * 1024;
+/// The largest vendor binary read back for an upload (64 MiB); one over the upload's attachment
+/// limit is left out anyway (see `DeliverySettings::max_attachment_bytes`).
+pub const MAX_VENDOR_BINARY_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Why a report could not be written or read back.
 #[derive(Debug, thiserror::Error)]
@@ -24,13 +36,34 @@ pub enum ReportError {
         /// The operating system's reason.
         source: std::io::Error,
     },
-    /// The report file could not be read.
+    /// The report file could not be read (or is a symlink, or not a regular file).
     #[error("cannot read {}: {source}", .path.display())]
     Read {
         /// The report's path.
         path: PathBuf,
         /// The operating system's reason.
         source: std::io::Error,
+    },
+    /// The file is larger than any report (or vendor binary) this crate writes.
+    #[error("{} is larger than the {limit}-byte limit of what is read back", .path.display())]
+    TooLarge {
+        /// The file's path.
+        path: PathBuf,
+        /// [`MAX_REPORT_BYTES`] or [`MAX_VENDOR_BINARY_BYTES`].
+        limit: u64,
+    },
+    /// The report names a vendor binary that is not a plain file name in the report's own folder
+    /// (an absolute path, `..`, a subfolder): it is not read.
+    #[error(
+        "{} names its vendor binary {name:?}, which is not a file name in the report's folder; it \
+         is not read",
+        .path.display()
+    )]
+    ForeignVendorBinary {
+        /// The report's path.
+        path: PathBuf,
+        /// The name it gives.
+        name: String,
     },
     /// The report was written by a newer version of this crate, with a schema this one cannot read.
     #[error(
@@ -63,11 +96,17 @@ pub(crate) fn write_report(
     report: &mut CrashReport,
     vendor_binary: Option<&[u8]>,
 ) -> Result<PathBuf, ReportError> {
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+    safe_fs::create_private_dir_all(dir).map_err(|source| ReportError::CreateDir {
         dir: dir.to_owned(),
         source,
     })?;
     let path = dir.join(report.file_name());
+    if crate::data_dir::in_temp_fallback(dir) {
+        let note = crate::data_dir::temp_fallback_note(dir);
+        if !report.notes.contains(&note) {
+            report.notes.push(note);
+        }
+    }
     if let (Some(bytes), Some(info)) = (vendor_binary, report.vendor_binary.as_mut()) {
         let name = path
             .with_extension("vendor.bin")
@@ -93,7 +132,8 @@ pub(crate) fn write_report(
     Ok(path)
 }
 
-/// Temp file in the same directory, fsync, rename over `path`, fsync the directory.
+/// Temp file in the same directory (created new and owner-only), fsync, rename over `path`, fsync
+/// the directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomically_with(path, bytes, false).map(drop)
 }
@@ -104,17 +144,30 @@ pub(crate) fn write_atomically_locked(path: &Path, bytes: &[u8]) -> std::io::Res
     write_atomically_with(path, bytes, true)
 }
 
+/// Numbers this process's temp files: two threads writing one name (a startup requeue and a crash)
+/// never share one.
+static TEMP_FILES: AtomicU64 = AtomicU64::new(0);
+
 fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Result<std::fs::File> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+        ".{}.tmp-{}-{}",
         path.file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default(),
-        std::process::id()
+        std::process::id(),
+        // Relaxed: only uniqueness matters, and fetch_add is unique under any ordering.
+        TEMP_FILES.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = match safe_fs::create_private_new(&tmp) {
+            // Left by a process of the same id that died mid-write (or planted): not ours to trust.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&tmp)?;
+                safe_fs::create_private_new(&tmp)?
+            }
+            other => other?,
+        };
         if lock {
             file.try_lock().map_err(std::io::Error::from)?;
         }
@@ -132,13 +185,10 @@ fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Resu
     result
 }
 
-/// Reads a report back.
+/// Reads a report back: a regular file (no symlink followed) of at most [`MAX_REPORT_BYTES`].
 #[doc(alias = "load_report")]
 pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
-    let bytes = std::fs::read(path).map_err(|source| ReportError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let bytes = read_capped(path, MAX_REPORT_BYTES)?;
     let json = |source| ReportError::Json {
         path: path.to_owned(),
         source,
@@ -157,6 +207,54 @@ pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
         });
     }
     serde_json::from_slice(&bytes).map_err(json)
+}
+
+/// The vendor binary `report` (read from `report_path`) names, if it names one: only a plain file
+/// name in the report's own folder, a regular file (no symlink followed) of at most
+/// [`MAX_VENDOR_BINARY_BYTES`]. A report is hostile input: its name could be `/home/qa/.ssh/id_ed25519`
+/// or `/dev/zero`.
+pub fn read_vendor_binary(
+    report_path: &Path,
+    report: &CrashReport,
+) -> Result<Option<Vec<u8>>, ReportError> {
+    let Some(name) = report
+        .vendor_binary
+        .as_ref()
+        .and_then(|v| v.file_name.as_deref())
+    else {
+        return Ok(None);
+    };
+    if !is_plain_file_name(name) {
+        return Err(ReportError::ForeignVendorBinary {
+            path: report_path.to_owned(),
+            name: name.to_owned(),
+        });
+    }
+    let dir = report_path.parent().unwrap_or(Path::new("."));
+    read_capped(&dir.join(name), MAX_VENDOR_BINARY_BYTES).map(Some)
+}
+
+/// One normal path component, the same on every platform: no separator of any platform, no drive
+/// or stream colon, no `.` or `..`, no NUL.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', ':', '\0'])
+}
+
+/// [`safe_fs::read_regular_capped`] with the errors as [`ReportError`]s.
+fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, ReportError> {
+    safe_fs::read_regular_capped(path, limit).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::FileTooLarge {
+            ReportError::TooLarge {
+                path: path.to_owned(),
+                limit,
+            }
+        } else {
+            ReportError::Read {
+                path: path.to_owned(),
+                source,
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -236,6 +334,41 @@ mod tests {
                 if found == u64::from(SCHEMA_VERSION) + 1),
             "{err}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 32 item 7: reports, vendor binaries and the folder they are created in are the
+    /// player's alone, whatever the umask.
+    #[cfg(unix)]
+    #[test]
+    fn reports_and_their_folder_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("gcr-modes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("reports");
+        let mut r = report();
+        let path = write_report(&dir, &mut r, Some(&[1, 2, 3])).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700, "report folder");
+        assert_eq!(mode(&path), 0o600, "report");
+        let vendor = dir.join(r.vendor_binary.unwrap().file_name.unwrap());
+        assert_eq!(mode(&vendor), 0o600, "vendor binary");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// Issue 32 item 6: a file far over any report's size is refused before it is read (a sparse
+    /// file here: nothing is allocated on disk).
+    #[test]
+    fn a_file_over_the_report_size_cap_is_refused_unread() {
+        let dir = std::env::temp_dir().join(format!("gcr-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gpu-crash-1-huge.json");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(256 << 20)
+            .unwrap();
+        let err = read_report(&path).unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -21,7 +21,9 @@ pub use crate::vulkan::GpuCrashCapabilities;
 #[cfg(test)]
 pub(crate) use build::hang_report_for_tests;
 pub(crate) use build::{add_hang_info, build_report, fault_cut, CrashContext};
-pub use file::{read_report, ReportError};
+pub use file::{
+    read_report, read_vendor_binary, ReportError, MAX_REPORT_BYTES, MAX_VENDOR_BINARY_BYTES,
+};
 pub(crate) use file::{write_atomically, write_atomically_locked, write_report};
 
 /// Bumped on any incompatible change of [`CrashReport`].

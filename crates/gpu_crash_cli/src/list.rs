@@ -1,13 +1,15 @@
 //! `gpu-crash list`: reports and outbox envelopes on this machine, with their upload state.
 
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport};
+use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYTES};
 use bevy_gpu_crash_reporter::{user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 
 use crate::error::CliError;
+use crate::plain_text::escape_controls;
 use crate::CliResult;
 
 /// One game's (or one folder's) reports and outbox.
@@ -135,14 +137,15 @@ fn list_place(place: &Place) -> usize {
                 let state = Outbox::state_of(&place.outbox, &report);
                 seen_envelopes.insert(report.id.clone());
                 println!(
-                    "  {}  {:<11} {:<18} {:<10} {name}",
-                    report.time,
+                    "  {}  {:<11} {:<18} {:<10} {}",
+                    escape_controls(&report.time),
                     kind(&report),
                     verdict(&report),
-                    state.as_str()
+                    state.as_str(),
+                    escape_controls(&name)
                 );
             }
-            Err(e) => println!("  unreadable: {e}"),
+            Err(e) => println!("  unreadable: {}", escape_controls(&e.to_string())),
         }
         rows += 1;
     }
@@ -170,7 +173,11 @@ fn list_place(place: &Place) -> usize {
         let tag = |name: &str| {
             event
                 .as_ref()
-                .and_then(|e| e["tags"][name].as_str().map(str::to_owned))
+                .and_then(|e| {
+                    e["tags"][name]
+                        .as_str()
+                        .map(|t| escape_controls(t).into_owned())
+                })
                 .unwrap_or_else(|| "?".into())
         };
         println!(
@@ -179,7 +186,7 @@ fn list_place(place: &Place) -> usize {
             tag("gpu.fault_kind"),
             tag("gpu.verdict"),
             state,
-            path.file_name().unwrap_or_default().to_string_lossy()
+            escape_controls(&path.file_name().unwrap_or_default().to_string_lossy())
         );
         rows += 1;
     }
@@ -241,7 +248,17 @@ fn envelope_time(path: &Path) -> String {
 
 /// The event item of an envelope: the line after the item header of type `event`.
 fn envelope_event(path: &Path) -> Option<serde_json::Value> {
-    let text = std::fs::read(path).ok()?;
+    // Hostile input: a regular file (no symlink), read up to the report cap.
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_REPORT_BYTES {
+        return None;
+    }
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_REPORT_BYTES)
+        .read_to_end(&mut text)
+        .ok()?;
     let mut lines = text.split(|&b| b == b'\n');
     while let Some(line) = lines.next() {
         let header: serde_json::Value = serde_json::from_slice(line).unwrap_or_default();

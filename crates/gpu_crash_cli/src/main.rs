@@ -16,6 +16,7 @@ mod drill;
 mod error;
 mod layer;
 mod list;
+mod plain_text;
 mod show;
 mod upload;
 
@@ -80,7 +81,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("gpu-crash: {e}");
+            // One line, nothing raw: the error may quote a hostile file's name or contents.
+            eprintln!("gpu-crash: {}", plain_text::escape_controls(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }

@@ -1,4 +1,5 @@
-//! `gpu-crash show`: one report for a human.
+//! `gpu-crash show`: one report for a human, its strings with control characters escaped (see
+//! [`crate::plain_text`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -10,6 +11,7 @@ use bevy_gpu_crash_reporter::report::{
 
 use crate::address_line::{self, bytes};
 use crate::error::CliError;
+use crate::plain_text::{escape_controls_but_newlines, escaped_report};
 use crate::CliResult;
 
 /// Candidates listed under the culprit.
@@ -19,8 +21,10 @@ pub fn run(path: &Path) -> CliResult {
     if !path.exists() {
         return Err(CliError::NotFound(path.display().to_string()));
     }
-    let report = read_report(path)?;
-    print!("{}", render(&report));
+    // Strings escaped before rendering (a note's line break cannot fake a line), the rendering
+    // again after (nothing the report holds reaches the terminal raw).
+    let report = escaped_report(read_report(path)?);
+    print!("{}", escape_controls_but_newlines(&render(&report)));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,15 +1,20 @@
 //! `gpu-crash upload`: saved reports to Sentry through the plugin's own outbox: the same envelope
 //! (event, fingerprint, attachments), once only (`sent/` markers), 429/`Retry-After` honoured.
+//!
+//! A report is hostile input: it is read through no symlink and up to a size cap, and the vendor
+//! binary it names is attached only if that is a plain file name in the report's own folder (see
+//! `read_vendor_binary`); otherwise the report goes without it, with a note and a line on stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bevy_gpu_crash_reporter::report::{read_report, CrashReport};
+use bevy_gpu_crash_reporter::report::{read_report, read_vendor_binary, CrashReport};
 use bevy_gpu_crash_reporter::{DeliverySettings, Dsn, Outbox, UploadState};
 
 use crate::error::CliError;
 use crate::list::{outbox_dir_for, report_files};
+use crate::plain_text::escape_controls;
 use crate::CliResult;
 
 /// How long one run may keep sending (waits asked for by the server included).
@@ -47,12 +52,12 @@ pub fn run(args: UploadArgs) -> CliResult {
     // One outbox per folder (the plugin keeps one per game); reports queued, then each flushed.
     let mut outboxes: Vec<Outbox> = Vec::new();
     let mut skipped = 0;
-    for (path, report) in &reports {
+    for (path, mut report) in reports {
         let dir = args
             .outbox
             .clone()
             .unwrap_or_else(|| outbox_dir_for(path.parent().unwrap_or(Path::new("."))));
-        let state = Outbox::state_of(&dir, report);
+        let state = Outbox::state_of(&dir, &report);
         if state == UploadState::Sent {
             println!("already sent: {}", path.display());
             skipped += 1;
@@ -70,13 +75,19 @@ pub fn run(args: UploadArgs) -> CliResult {
                 o
             }
         };
-        let vendor_binary = report
-            .vendor_binary
-            .as_ref()
-            .and_then(|v| v.file_name.as_ref())
-            .and_then(|name| std::fs::read(path.with_file_name(name)).ok());
-        outbox.enqueue(report, vendor_binary.as_deref())?;
-        println!("queued: {} ({})", path.display(), report.summary);
+        let vendor_binary = read_vendor_binary(&path, &report).unwrap_or_else(|e| {
+            eprintln!("gpu-crash: vendor binary not attached: {e}");
+            report.notes.push(format!(
+                "attachment: the vendor binary was not attached: {e}"
+            ));
+            None
+        });
+        outbox.enqueue(&report, vendor_binary.as_deref())?;
+        println!(
+            "queued: {} ({})",
+            path.display(),
+            escape_controls(&report.summary)
+        );
     }
     let (mut sent, mut failed, mut pending) = (0, 0, 0);
     for outbox in &outboxes {
