@@ -325,15 +325,18 @@ impl GpuCrashReporterPlugin {
 
 impl Plugin for GpuCrashReporterPlugin {
     fn build(&self, app: &mut App) {
+        // Logged in `finish`: the plugin is built before Bevy's LogPlugin has a subscriber.
         let (settings, settings_errors) = self.validated();
-        for err in &settings_errors {
-            error!("GPU crash reporter: {err}");
-        }
         settings.build_validated(app, settings_errors);
     }
 
     fn finish(&self, app: &mut App) {
-        self.finish_validated(app);
+        if let Some(reporter) = app.world().get_resource::<GpuCrashReporter>() {
+            for err in reporter.settings_errors() {
+                error!("GPU crash reporter: {err}");
+            }
+        }
+        self.validated().0.finish_validated(app);
     }
 }
 
