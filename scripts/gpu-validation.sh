@@ -958,8 +958,83 @@ device26() {
     tar -C $logs -czf "$OUT/run26-results.tar.gz" .
 }
 
+# Batch 27 (issue 32): trust on the real driver. Debug test binaries (opt-level 1 dependencies; no
+# timings are taken), stripped. (1) The drilled main-pass hang in a 3D scene, no simulated loss: the
+# driver's own reset comes about 18 s after the hang; one report on disk and one issue at a counting
+# Sentry endpoint (scripts/counting-sentry.py), twice. (2) Drilled losses that quit the game: the
+# asset_naming child died of SIGSEGV after its report in 4 of 4 runs of batch 26; now N of N must exit
+# with Bevy's code 1 and no signal. (3) The shader that never ends (tests/shader_hang.rs), if built.
+build27() {
+    cargo build -p gpu_crash_drill_layer || return 1
+    rm -rf /tmp/pk27 && mkdir -p /tmp/pk27/layer
+    local t child
+    for t in hang_then_loss asset_naming shader_hang; do
+        child=$(cargo test --test $t --no-run 2>&1 | grep -o "target/debug/deps/$t-[0-9a-f]*" | head -1)
+        [ -n "$child" ] && cp "$child" /tmp/pk27/$t
+    done
+    cp target/debug/libgpu_crash_drill_layer.so /tmp/pk27/layer/
+    cp -r tests/assets /tmp/pk27/assets
+    cargo run -q -p xtask -- layer-manifest /tmp/gv-stage/layer27
+    sed 's#"library_path": "[^"]*"#"library_path": "./libgpu_crash_drill_layer.so"#' \
+        /tmp/gv-stage/layer27/VK_LAYER_gpu_crash_drill.json > /tmp/pk27/layer/VK_LAYER_gpu_crash_drill.json
+    strip /tmp/pk27/hang_then_loss /tmp/pk27/asset_naming /tmp/pk27/layer/libgpu_crash_drill_layer.so
+    [ -f /tmp/pk27/shader_hang ] && strip /tmp/pk27/shader_hang
+    pack_devrun /tmp/pk27 trust27
+}
+device27() {
+    setup_device
+    unpack_devrun trust27 /tmp/p27
+    local i c t0 port=38117 sentry=/tmp/p27/sentry
+    python3 scripts/counting-sentry.py serve $port $sentry &
+    local server=$!
+    sleep 1
+    echo "== (1) hang-in-pass:main_opaque_pass_3d in a 3D scene, the driver's own loss, twice"
+    for i in 1 2; do
+        rm -rf /tmp/htl-$i && t0=$(date +%s)
+        (cd /tmp/p27 && env GPU_CRASH_DRILL=hang-in-pass:main_opaque_pass_3d GPU_CRASH_DRILL_AFTER=40 \
+            GPU_CRASH_REPORT_DIR=/tmp/htl-$i/reports SENTRY_DSN=http://public@127.0.0.1:$port/$i \
+            VK_LAYER_PATH=/tmp/p27/layer VK_INSTANCE_LAYERS=VK_LAYER_gpu_crash_drill \
+            timeout -s KILL 100 ./hang_then_loss --exact child --ignored --nocapture \
+            > $logs/htl-$i.out 2> $logs/htl-$i.err)
+        echo "hang then loss $i rc=$? after $(( $(date +%s) - t0 )) s; reports: $(ls /tmp/htl-$i/reports/*.json 2>/dev/null | wc -l)"
+        grep -hE "injected|GPU hang in|^GPU fault|report written|follows its hang|ending the process|DeviceLost|device lost" \
+            $logs/htl-$i.err | cut -c1-260 | head -12
+        for f in /tmp/htl-$i/reports/*.json; do
+            python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['kind'], 'follows_hang' if r.get('follows_hang') else 'alone', r.get('follows_hang'), '|', r['summary'][:220])" "$f"
+        done
+        cp -r /tmp/htl-$i/reports $logs/htl-$i-reports 2>/dev/null
+    done
+    python3 scripts/counting-sentry.py issues $sentry | tee $logs/sentry-issues.txt
+    cp $sentry/events.jsonl $logs/ 2>/dev/null
+    echo "== (2) drilled losses that quit the game: exit code and signal, 6 runs"
+    for i in 1 2 3; do
+        for c in image:in-bounds:terrain_grass@4096 tree-vertex:in-bounds; do
+            local case=${c%%:*} scenario=${c#*:}
+            asset_naming_case /tmp/p27 $case $scenario $case-$i
+            grep -hE "^GPU fault|ending the process" $logs/an-$case-$i.out $logs/an-$case-$i.err | cut -c1-200
+        done
+    done
+    if [ -x /tmp/p27/shader_hang ]; then
+        echo "== (3) a shader that never ends (no drill)"
+        for i in 1 2; do
+            rm -rf /tmp/sh-$i && t0=$(date +%s)
+            (cd /tmp/p27 && env SHADER_HANG_ASSETS=/tmp/p27/assets GPU_CRASH_REPORT_DIR=/tmp/sh-$i/reports \
+                ${SHADER_HANG_ENV:-} timeout -s KILL 90 ./shader_hang --exact child --ignored --nocapture \
+                > $logs/sh-$i.out 2> $logs/sh-$i.err)
+            echo "shader hang $i rc=$? after $(( $(date +%s) - t0 )) s"
+            grep -hE "GPU hang in|report written|shader_hang child" $logs/sh-$i.err | cut -c1-260 | head -6
+            cp -r /tmp/sh-$i/reports $logs/sh-$i-reports 2>/dev/null
+        done
+    fi
+    kill $server 2>/dev/null
+    (dmesg 2>&1 | grep -i xid | tail -5) || true
+    tar -C $logs -czf "$OUT/run27-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
+    build27) build27 ;;
+    device27) device27 ;;
     build9) build9 ;;
     build10) build10 ;;
     device10) device10 ;;
@@ -998,5 +1073,5 @@ case "${1:-}" in
     device2) device2 ;;
     device3) device3 ;;
     device4) device4 ;;
-    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | build26 | device | device2 … device26"; exit 2 ;;
+    *) echo "usage: $0 build | build5 | build9 | build10 | build12 | build17 | build18 | build19 | build20 | build22 | build25 | build26 | build27 | device | device2 … device27"; exit 2 ;;
 esac
