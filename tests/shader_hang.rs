@@ -10,8 +10,28 @@
 //!
 //! The child runs this test binary again (`child`, ignored, started by the parent): it never ends by
 //! itself once its GPU is hung, so the parent kills it at a deadline, and the report must already be
-//! on disk. `SHADER_HANG_ASSETS` points the child at the assets when the binary runs elsewhere (the
-//! NVIDIA host).
+//! on disk. `SHADER_HANG_ASSETS` points the child at the assets when the binary runs elsewhere.
+//!
+//! On a GPU host without Rust (the NVIDIA host of scripts/gpu-validation.sh), build and carry the
+//! child with the assets:
+//!
+//! ```sh
+//! cargo test --release --test shader_hang --no-run   # prints target/release/deps/shader_hang-<hash>
+//! mkdir -p /tmp/pk-sh && cp target/release/deps/shader_hang-<hash> /tmp/pk-sh/shader_hang
+//! strip /tmp/pk-sh/shader_hang && cp -r tests/assets /tmp/pk-sh/assets
+//! ```
+//!
+//! and run it there on the real driver (no drill layer, no `VK_DRIVER_FILES`):
+//!
+//! ```sh
+//! cd DIR && SHADER_HANG_ASSETS=$PWD/assets GPU_CRASH_REPORT_DIR=/tmp/sh/reports \
+//!   timeout -s KILL 120 ./shader_hang --exact child --ignored --nocapture
+//! ```
+//!
+//! Expected: exit code 3 (`OnHang::Exit` after the report), stderr `shader child: loop forever` then
+//! `GPU hang in frame N during Core3d MainPass of camera "main"`, and one `gpu-crash-*.json` in
+//! `/tmp/sh/reports`. There the loop really never ends: the driver may reset the GPU (NVIDIA: a device
+//! loss some 30 s later, after this process has exited).
 
 mod common;
 
