@@ -505,8 +505,12 @@ impl GpuCrashReporterPlugin {
                         mark_frame_submitting
                             .after(RenderGraphSystems::Render)
                             .before(RenderGraphSystems::Submit),
-                        // Right after the graph's submit, before Bevy presents (see the system).
-                        submit_frame_end.in_set(RenderGraphSystems::Finish),
+                        // Right after the graph's submit, before Bevy presents (see the system), and
+                        // before every Finish system: a parallel one started first would make this
+                        // exclusive system wait for a pool thread (see crash::frames).
+                        submit_frame_end
+                            .after(RenderGraphSystems::Submit)
+                            .before(RenderGraphSystems::Finish),
                     ),
                 );
             crate::breadcrumbs::install(render_app, sessions);

@@ -1,5 +1,7 @@
 //! Reports that tell the truth, on lavapipe with a headless Bevy app and the plugin:
-//! - a healthy pause (main thread blocked, or no frames at all) is never a hang;
+//! - a healthy pause (main thread blocked, or no frames at all) is never a hang, including a pause
+//!   that holds Bevy's task pool while the render thread is between a frame's submit and its
+//!   completion marker;
 //! - a real GPU stall shorter than `hang_timeout` writes nothing, and a later real hang in the same
 //!   process is still reported;
 //! - the render thread blocked after the frame's submit (a Cleanup-time system, a present waiting for
@@ -17,6 +19,7 @@ mod common;
 mod deliver_support;
 
 use std::process::Output;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -25,6 +28,7 @@ use bevy::prelude::*;
 use bevy::render::pipelined_rendering::PipelinedRenderingPlugin;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bevy::render::renderer::{RenderGraph, RenderGraphSystems};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
 use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
@@ -98,6 +102,32 @@ fn main_thread_blocked_for_three_timeouts_is_not_a_hang() {
         "{}",
         run.stderr()
     );
+}
+
+/// The same pause, landing where the `pause` case lands only by chance (a game saw it in 2 of 18
+/// runs; this test's `pause` 0 of 50): the game's blocking work holds Bevy's compute task pool,
+/// which both worlds' systems run on (one thread on a 2-core machine), while the render thread is
+/// between the frame's "submitting" stamp and the submit of its completion marker. The render
+/// thread then waits for the pool through the whole pause; a marker submitted from a parallel
+/// system left the frame pending, and the pause was reported as a GPU hang. Three runs: each one
+/// lands in the window by construction (before the fix, 10 of 10 runs were reported).
+#[test]
+fn a_pause_that_holds_the_task_pool_mid_frame_is_not_a_hang() {
+    for attempt in 0..3 {
+        let run = run("pause-in-window", "pause-in-window", None, &[]);
+        let stderr = run.stderr();
+        assert!(
+            stderr.contains("truth child: paused (the task pool, in the render thread's window)"),
+            "attempt {attempt}: the pause happened in the window: {stderr}"
+        );
+        assert!(
+            run.reports.is_empty(),
+            "attempt {attempt}: a healthy pause was reported: {:#?}",
+            run.reports
+        );
+        assert_eq!(run.output.status.code(), Some(0), "{stderr}");
+        assert!(run.took >= HANG_TIMEOUT * 3, "the pause happened");
+    }
 }
 
 #[test]
@@ -408,7 +438,7 @@ fn child() {
     common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        hang_timeout: HANG_TIMEOUT,
+        hang_timeout: hang_timeout(),
         on_hang: OnHang::Exit(3),
         loss_wait_after_hang: std::env::var("TRUTH_LOSS_WAIT_MS")
             .ok()
@@ -429,10 +459,11 @@ fn child() {
         app.add_plugins(common::headless_default_plugins());
     }
     app.insert_resource(Mode(mode.clone()))
-        .add_systems(Update, (per_frame_buffers, drive).chain());
+        .add_systems(Update, (per_frame_buffers, drive, block_in_window).chain());
     app.sub_app_mut(RenderApp)
         .insert_resource(Mode(mode.clone()))
-        .add_systems(Render, hang_gpu_when_asked.in_set(RenderSystems::Cleanup));
+        .add_systems(Render, hang_gpu_when_asked.in_set(RenderSystems::Cleanup))
+        .add_systems(RenderGraph, open_window.in_set(RenderGraphSystems::Submit));
     if mode == "idle" {
         // No frames at all for a while: the whole app stops, as under a reactive update mode.
         app.set_runner(|mut app| {
@@ -499,12 +530,15 @@ fn drive(mode: Res<Mode>, mut frame: Local<u32>, mut exit: MessageWriter<AppExit
     match mode.0.as_str() {
         "pause" if *frame == 30 => {
             eprintln!("truth child: paused");
-            std::thread::sleep(HANG_TIMEOUT * 3);
+            std::thread::sleep(hang_timeout() * 3);
         }
         "pause" if *frame >= 60 => {
             exit.write(AppExit::Success);
         }
-        "idle" | "pause" => {}
+        "pause-in-window" if *frame >= 100 => {
+            exit.write(AppExit::Success);
+        }
+        "idle" | "pause" | "pause-in-window" => {}
         // Frames go on while the GPU is hung (nothing here waits for it), until the crash path ends
         // the process.
         "until-exit" => {}
@@ -514,6 +548,73 @@ fn drive(mode: Res<Mode>, mut frame: Local<u32>, mut exit: MessageWriter<AppExit
         }
         _ => {}
     }
+}
+
+/// `pause-in-window`: the main world is ready to start its blocking work.
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// `pause-in-window`: the render thread is between its frame's "submitting" stamp and the frame's
+/// completion marker, and waits there for the blocking work to start.
+static IN_WINDOW: AtomicBool = AtomicBool::new(false);
+/// `pause-in-window`: the game's blocking work has started on the compute task pool.
+static BLOCKING: AtomicBool = AtomicBool::new(false);
+
+/// `pause-in-window`, main world (exclusive, on the main thread), from frame 30: the game's blocking
+/// work (a synchronous load), started on Bevy's compute task pool, where every system of both worlds
+/// runs (one thread on a 2-core machine), as the `pause` mode's sleeping system is; but started while
+/// the render thread is in the window of [`open_window`], which the `pause` mode hits only by chance.
+/// A frame whose render thread never comes by (it waits for this frame's extraction) tries again.
+fn block_in_window(world: &mut World, mut frame: Local<u32>) {
+    *frame += 1;
+    // Acquire/Release on these flags: each side only waits for the other's store.
+    if world.resource::<Mode>().0 != "pause-in-window"
+        || *frame < 30
+        || BLOCKING.load(Ordering::Acquire)
+    {
+        return;
+    }
+    ARMED.store(true, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while !IN_WINDOW.load(Ordering::Acquire) {
+        if Instant::now() > deadline {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    let pause = hang_timeout() * 3;
+    bevy::tasks::ComputeTaskPool::get()
+        .spawn(async move {
+            BLOCKING.store(true, Ordering::Release);
+            eprintln!("truth child: paused (the task pool, in the render thread's window)");
+            std::thread::sleep(pause);
+        })
+        .detach();
+}
+
+/// `pause-in-window`, render graph: ordered in `Submit`, so after the frame's "submitting" stamp and
+/// before its completion marker, and exclusive, so it runs on the render thread itself. Once the main
+/// world is armed, waits there (up to a second) until the blocking work holds the pool.
+fn open_window(world: &mut World) {
+    if world.resource::<Mode>().0 != "pause-in-window"
+        || !ARMED.load(Ordering::Acquire)
+        || BLOCKING.load(Ordering::Acquire)
+    {
+        return;
+    }
+    IN_WINDOW.store(true, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !BLOCKING.load(Ordering::Acquire) && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    IN_WINDOW.store(false, Ordering::Release);
+}
+
+/// The child's `hang_timeout`: [`HANG_TIMEOUT`], or `TRUTH_HANG_TIMEOUT_MS` (to run the `pause`
+/// mode by hand as a game would, e.g. with the default 5 s).
+fn hang_timeout() -> Duration {
+    std::env::var("TRUTH_HANG_TIMEOUT_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(HANG_TIMEOUT, Duration::from_millis)
 }
 
 /// Render world: in `stall-then-hang` mode, at frame 150 (long after the layer's stall at submission

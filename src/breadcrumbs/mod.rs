@@ -4,8 +4,9 @@
 //! Markers go into command buffers of our own, used only through wgpu's raw API (wgpu-core panics
 //! when one encoder mixes both) and queued between the stages' command buffers with
 //! `RenderContext::add_command_buffer`. They are written with `VK_AMD_buffer_marker` where the driver
-//! has it (AMD, RADV, NVIDIA); elsewhere only the frame's start and end are marked, with a core
-//! barrier and fill (finer points would serialise the GPU).
+//! has it (AMD, RADV, NVIDIA). Elsewhere they are a core barrier and fill: on a CPU device (lavapipe)
+//! at every point, on other GPUs only at the frame's start and end (finer points would serialise
+//! the GPU).
 //!
 //! Per frame: one command buffer at the frame's start (it opens the frame and the pre-camera phase),
 //! one per stage boundary of each camera (at most five, see `core_pipeline`), and the frame's end
@@ -24,7 +25,7 @@ use bevy::render::renderer::{RenderContext, RenderDevice, RenderGraph, RenderGra
 use wgpu::CommandBuffer;
 
 use crate::crash::DeviceSessions;
-use crate::vulkan::markers::{raw_command_buffer, BreadcrumbWriter, MarkerStage};
+use crate::vulkan::markers::{raw_command_buffer, MarkerStage};
 
 /// Label of the breadcrumb around a whole frame's GPU work.
 pub(crate) const FRAME_LABEL: &str = "frame";
@@ -49,17 +50,19 @@ impl BreadcrumbRecorder {
         Self { sessions }
     }
 
-    /// True when the current device writes pipelined markers (finer than the frame's start and end).
+    /// True when the current device records markers finer than the frame's start and end (see
+    /// `MarkerBuffer::fine_marks`).
     fn fine_marks(&self) -> bool {
         self.sessions.current().is_some_and(|session| {
-            session.timeline.as_ref().is_some_and(|timeline| {
-                timeline.markers().writer() == BreadcrumbWriter::AmdBufferMarker
-            })
+            session
+                .timeline
+                .as_ref()
+                .is_some_and(|timeline| timeline.markers().fine_marks())
         })
     }
 
     /// A command buffer that marks the start (`Begun`) or end (`Finished`) of `label`, or `None` when
-    /// the device records no breadcrumbs. `fine` breadcrumbs need pipelined markers.
+    /// the device records no breadcrumbs. `fine` breadcrumbs need `MarkerBuffer::fine_marks`.
     pub(crate) fn command_buffer(
         &self,
         device: &RenderDevice,
@@ -87,7 +90,7 @@ impl BreadcrumbRecorder {
         }
         let timeline = session.timeline.as_ref()?;
         let markers = timeline.markers();
-        if fine && markers.writer() != BreadcrumbWriter::AmdBufferMarker {
+        if fine && !markers.fine_marks() {
             return None;
         }
         let mut words = [(0u64, 0usize, MarkerStage::Begun); MARKS_PER_BUFFER];
@@ -133,7 +136,8 @@ impl BreadcrumbRecorder {
 /// }
 /// ```
 ///
-/// Needs `VK_AMD_buffer_marker` (AMD, RADV, NVIDIA); elsewhere the calls do nothing.
+/// Needs `VK_AMD_buffer_marker` (AMD, RADV, NVIDIA) or a CPU device (lavapipe); elsewhere the calls do
+/// nothing.
 #[derive(SystemParam)]
 pub struct GpuBreadcrumbs<'w> {
     recorder: Option<Res<'w, BreadcrumbRecorder>>,

@@ -1,5 +1,12 @@
 //! Render-world systems that keep the device's GPU ledger: when a frame starts, when its work is
 //! submitted, and a marker the GPU writes once the frame's work is done (read by the watchdog).
+//!
+//! From the frame's "submitting" stamp to the submit of its completion marker the frame counts as
+//! pending GPU work, so nothing in between may wait for the CPU: both ends are exclusive systems,
+//! which run on the render thread itself. A parallel system waits for a thread of Bevy's compute task
+//! pool, which both worlds share (one thread on a 2-core machine): a game's system that blocks there
+//! (a synchronous load) left the frame stamped and its marker unsubmitted for the whole pause, and the
+//! watchdog reported the pause as a GPU hang (issue 32, item 10).
 
 use std::time::Instant;
 
@@ -21,7 +28,9 @@ pub(crate) fn begin_gpu_frame(crash: Res<CrashHandling>) {
 /// Render graph, right before the frame's work is submitted: from here on the frame is pending on
 /// the GPU. Counted before the submit call, because a driver whose queue is stuck may block inside
 /// `vkQueueSubmit` (lavapipe does), and a frame stuck there is exactly a frame the GPU has not done.
-pub(crate) fn mark_frame_submitting(crash: Res<CrashHandling>) {
+/// Exclusive: see the module docs.
+pub(crate) fn mark_frame_submitting(world: &mut World) {
+    let crash = world.resource::<CrashHandling>();
     let Some(session) = crash.sessions.current() else {
         return;
     };
@@ -37,12 +46,11 @@ pub(crate) fn mark_frame_submitting(crash: Res<CrashHandling>) {
 /// waiting for vsync in a hidden window, a Cleanup-time system doing file I/O, a debugger) is never
 /// counted as the GPU not finishing; work submitted later in the frame (screenshots, the app's own
 /// Cleanup-time submissions) is covered by the next frame's marker, which the GPU writes after it.
-pub(crate) fn submit_frame_end(
-    device: Res<RenderDevice>,
-    queue: Res<RenderQueue>,
-    crash: Res<CrashHandling>,
-    mut ended: Local<(u32, u64)>,
-) {
+/// Exclusive: see the module docs.
+pub(crate) fn submit_frame_end(world: &mut World, mut ended: Local<(u32, u64)>) {
+    let device = world.resource::<RenderDevice>();
+    let queue = world.resource::<RenderQueue>();
+    let crash = world.resource::<CrashHandling>();
     let Some(session) = crash.sessions.current() else {
         return;
     };

@@ -84,6 +84,8 @@ pub(crate) struct MarkerBuffer {
     buffer: vk::Buffer,
     memory: vk::DeviceMemory,
     words: NonNull<AtomicU32>,
+    /// The device's "GPU" is CPU threads (lavapipe, SwiftShader): see [`Self::fine_marks`].
+    cpu_device: bool,
     /// Keeps the device (e.g. a `RenderDevice` clone) alive for as long as the buffer exists.
     _device_owner: Box<dyn std::any::Any + Send + Sync>,
 }
@@ -148,6 +150,10 @@ impl MarkerBuffer {
         let requirements = unsafe { device.get_buffer_memory_requirements(buffer) };
         // SAFETY: valid physical device of `instance`.
         let properties = unsafe { instance.get_physical_device_memory_properties(physical_device) };
+        // SAFETY: valid physical device of `instance`.
+        let cpu_device = unsafe { instance.get_physical_device_properties(physical_device) }
+            .device_type
+            == vk::PhysicalDeviceType::CPU;
         let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
         // Prefer cached system memory: the watchdog reads it every tick, the GPU writes a few words.
         let pick = |extra: vk::MemoryPropertyFlags, avoid: vk::MemoryPropertyFlags| {
@@ -223,6 +229,7 @@ impl MarkerBuffer {
             buffer,
             memory,
             words,
+            cpu_device,
             _device_owner: device_owner,
         })
     }
@@ -234,6 +241,15 @@ impl MarkerBuffer {
         } else {
             BreadcrumbWriter::FillBuffer
         }
+    }
+
+    /// Whether breadcrumbs finer than the frame's start and end are recorded: with
+    /// `VK_AMD_buffer_marker` (pipelined), or on a device whose "GPU" is CPU threads. There the
+    /// fill-buffer marker's full barrier costs no GPU parallelism (a software rasteriser already
+    /// finishes its work at every barrier that wgpu records between passes), and without stage
+    /// markers a hang in a game's own shader would be reported only as "during frame" (issue 32).
+    pub(crate) fn fine_marks(&self) -> bool {
+        self.amd.is_some() || self.cpu_device
     }
 
     /// The value of one word, as the GPU last wrote it.

@@ -1,0 +1,300 @@
+//! A real shader hang, no drill: a game's own material whose WGSL fragment shader loops until a
+//! uniform says stop, told at frame 40 to loop forever. The GPU (on lavapipe, its CPU threads) never
+//! finishes the main camera's main pass; the report must come within `hang_timeout` plus a few
+//! seconds and name the stage the GPU was in.
+//!
+//! The scene looks like a small game level: Bevy PBR materials on a ground and nine meshes, a
+//! shadowed directional light and a shadowed point light, two cameras (the main one with a depth
+//! prepass, and a minimap), and the endless material, loaded from `tests/assets/shaders/` through
+//! the asset server like any game's shader.
+//!
+//! The child runs this test binary again (`child`, ignored, started by the parent): it never ends by
+//! itself once its GPU is hung, so the parent kills it at a deadline, and the report must already be
+//! on disk. `SHADER_HANG_ASSETS` points the child at the assets when the binary runs elsewhere.
+//!
+//! On a GPU host without Rust (the NVIDIA host of scripts/gpu-validation.sh), build and carry the
+//! child with the assets:
+//!
+//! ```sh
+//! cargo test --release --test shader_hang --no-run   # prints target/release/deps/shader_hang-<hash>
+//! mkdir -p /tmp/pk-sh && cp target/release/deps/shader_hang-<hash> /tmp/pk-sh/shader_hang
+//! strip /tmp/pk-sh/shader_hang && cp -r tests/assets /tmp/pk-sh/assets
+//! ```
+//!
+//! and run it there on the real driver (no drill layer, no `VK_DRIVER_FILES`):
+//!
+//! ```sh
+//! cd DIR && SHADER_HANG_ASSETS=$PWD/assets GPU_CRASH_REPORT_DIR=/tmp/sh/reports \
+//!   timeout -s KILL 120 ./shader_hang --exact child --ignored --nocapture
+//! ```
+//!
+//! Expected: exit code 3 (`OnHang::Exit` after the report), stderr `shader child: loop forever` then
+//! `GPU hang in frame N during Core3d MainPass of camera "main"`, and one `gpu-crash-*.json` in
+//! `/tmp/sh/reports`. There the loop really never ends: the driver may reset the GPU (NVIDIA: a device
+//! loss some 30 s later, after this process has exited).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::core_pipeline::tonemapping::Tonemapping;
+use bevy::pbr::{Material, MaterialPlugin};
+use bevy::prelude::*;
+use bevy::render::render_resource::{AsBindGroup, PipelineCache, PipelineDescriptor, ShaderType};
+use bevy::render::{Render, RenderApp, RenderSystems};
+use bevy::shader::{Shader, ShaderRef};
+use bevy_gpu_crash_reporter::report::CrashKind;
+use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
+
+const HANG_TIMEOUT: Duration = Duration::from_secs(3);
+/// The endless material's shader, under the assets dir.
+const SHADER_PATH: &str = "shaders/endless_loop.wgsl";
+/// The frame (main world) from which the game tells the shader to loop forever, once its pipeline
+/// exists (so the hang starts within a frame of the line the parent times it by).
+const LOOP_FOREVER_AT: u32 = 40;
+/// The child's line when it sets the loop to forever.
+const FOREVER_LINE: &str = "shader child: loop forever";
+/// How long the parent lets the child run: start-up on lavapipe (PBR pipelines compiled on 2 cores)
+/// plus the hang and its report, with room.
+const CHILD_DEADLINE: Duration = Duration::from_secs(180);
+
+#[test]
+fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
+    let dir = common::scratch_dir("shader-hang");
+    let reports_dir = dir.join("reports");
+    let mut command = common::child_command(&reports_dir, None);
+    command.stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn child");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    // The child's log, and the wall-clock time its "loop forever" line arrived.
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        let mut forever_at = None;
+        for line in stderr.lines().map_while(Result::ok) {
+            if forever_at.is_none() && line.contains(FOREVER_LINE) {
+                forever_at = Some(SystemTime::now());
+            }
+            log.push_str(&line);
+            log.push('\n');
+        }
+        (log, forever_at)
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > CHILD_DEADLINE {
+            // The GPU is still hung and nothing ended the process: kill it; the report, if any,
+            // was on disk before.
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (log, forever_at) = reader.join().unwrap();
+    let forever_at = forever_at.unwrap_or_else(|| panic!("the child never looped forever: {log}"));
+    let reports = common::read_reports(&reports_dir);
+    assert_eq!(
+        reports.len(),
+        1,
+        "one hang report for the endless shader (child status {status:?}): {log}"
+    );
+    let report = &reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang, "{}", report.summary);
+    // Written within hang_timeout plus a few seconds of the game's switch (generous: lavapipe on a
+    // shared 2-core machine).
+    let forever_ms = forever_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let after = Duration::from_millis(report.timestamp_ms.saturating_sub(forever_ms));
+    assert!(
+        after <= HANG_TIMEOUT + Duration::from_secs(10),
+        "reported {after:?} after the shader was told to loop forever: {}",
+        report.summary
+    );
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(3),
+        "OnHang::Exit ended the hung process: {log}"
+    );
+    // The stage: the main camera's main pass, the only pass that runs the endless fragment shader.
+    assert_eq!(
+        report.gpu_stage.as_deref(),
+        Some("Core3d MainPass of camera \"main\""),
+        "{}\n{:#?}",
+        report.summary,
+        report.breadcrumbs
+    );
+    assert!(
+        report.summary.contains("Core3d MainPass"),
+        "{}",
+        report.summary
+    );
+}
+
+// ------------------------------------------------------------------------------------ the child
+
+/// The level, until the GPU hangs in the endless shader and the reporter ends the process.
+#[test]
+#[ignore = "child process entry point: the test above starts it (and the NVIDIA host, see scripts)"]
+fn child() {
+    common::use_runtime_dir();
+    common::trace_segfaults_if_asked();
+    let assets = std::env::var_os("SHADER_HANG_ASSETS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets"));
+    let ready = PipelineReady::default();
+    let mut app = App::new();
+    app.add_plugins(GpuCrashReporterPlugin {
+        hang_timeout: HANG_TIMEOUT,
+        on_hang: OnHang::Exit(3),
+        loss_wait_after_hang: Duration::from_secs(1),
+        application_name: Some("shader_hang".into()),
+        ..default()
+    })
+    .add_plugins(common::headless_default_plugins().set(AssetPlugin {
+        file_path: assets.display().to_string(),
+        ..default()
+    }))
+    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+    .add_plugins(MaterialPlugin::<EndlessMaterial>::default())
+    .insert_resource(ready.clone())
+    .add_systems(Startup, level)
+    .add_systems(Update, loop_forever_at_frame_40);
+    common::small_shadow_maps(&mut app);
+    let shader: Handle<Shader> = app.world().resource::<AssetServer>().load(SHADER_PATH);
+    app.insert_resource(EndlessShader(shader.clone()));
+    app.sub_app_mut(RenderApp)
+        .insert_resource(ready)
+        .insert_resource(EndlessShader(shader))
+        .add_systems(Render, note_endless_pipeline.in_set(RenderSystems::Cleanup));
+    let exit = app.run();
+    common::exit_process(exit);
+}
+
+/// The game's material: a colour, and how many times its fragment shader loops.
+#[derive(Asset, TypePath, AsBindGroup, Debug, Clone)]
+struct EndlessMaterial {
+    #[uniform(0)]
+    params: EndlessParams,
+}
+
+#[derive(ShaderType, Debug, Clone, Copy)]
+struct EndlessParams {
+    color: Vec4,
+    /// The loop ends once its counter passes this; `u32::MAX` never (the counter wraps).
+    stop_after: u32,
+}
+
+impl Material for EndlessMaterial {
+    fn fragment_shader() -> ShaderRef {
+        SHADER_PATH.into()
+    }
+}
+
+/// The endless shader's handle, in both worlds.
+#[derive(Resource, Clone)]
+struct EndlessShader(Handle<Shader>);
+
+/// Set by the render world once a pipeline with the endless shader exists.
+#[derive(Resource, Clone, Default)]
+struct PipelineReady(Arc<AtomicBool>);
+
+#[derive(Resource)]
+struct Endless(Handle<EndlessMaterial>);
+
+fn level(
+    mut commands: Commands,
+    mut images: ResMut<Assets<Image>>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+    mut endless: ResMut<Assets<EndlessMaterial>>,
+) {
+    commands.spawn((
+        common::main_camera(&mut images, 160, 96),
+        // Bevy's default tonemapper needs the `tonemapping_luts` feature, which the crate's minimal
+        // Bevy features leave out.
+        Tonemapping::AcesFitted,
+    ));
+    // A minimap: a second 3D camera from above, into its own image.
+    commands.spawn((
+        Camera3d::default(),
+        Camera {
+            order: 1,
+            ..default()
+        },
+        Tonemapping::AcesFitted,
+        common::offscreen_target(&mut images, 64, 64),
+        Transform::from_xyz(0.0, 12.0, 0.1).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    common::shadowed_scene(&mut commands, &mut meshes, &mut materials, 1);
+    let material = endless.add(EndlessMaterial {
+        params: EndlessParams {
+            color: Vec4::new(0.2, 0.6, 1.0, 1.0),
+            stop_after: 16,
+        },
+    });
+    commands.spawn((
+        Name::new("glowing crystal"),
+        Mesh3d(meshes.add(Cuboid::new(1.0, 1.6, 1.0))),
+        MeshMaterial3d(material.clone()),
+        Transform::from_xyz(0.0, 1.2, 4.0),
+    ));
+    commands.insert_resource(Endless(material));
+}
+
+/// Render world: notes when a render pipeline with the endless shader has been created.
+fn note_endless_pipeline(
+    cache: Res<PipelineCache>,
+    shader: Res<EndlessShader>,
+    ready: Res<PipelineReady>,
+) {
+    // Relaxed: a flag read once per frame by the main world; nothing else is ordered by it.
+    if ready.0.load(Ordering::Relaxed) {
+        return;
+    }
+    let created = cache.pipelines().any(|p| {
+        matches!(
+            &p.state,
+            bevy::render::render_resource::CachedPipelineState::Ok(_)
+        ) && matches!(&p.descriptor, PipelineDescriptor::RenderPipelineDescriptor(d)
+                if d.fragment.as_ref().is_some_and(|f| f.shader.id() == shader.0.id()))
+    });
+    if created {
+        eprintln!("shader child: endless pipeline created");
+        // Relaxed: as above.
+        ready.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// From frame 40, once the endless pipeline exists, the game sets the loop to never end.
+fn loop_forever_at_frame_40(
+    mut frame: Local<u32>,
+    mut done: Local<bool>,
+    ready: Res<PipelineReady>,
+    endless: Res<Endless>,
+    mut materials: ResMut<Assets<EndlessMaterial>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    *frame += 1;
+    // Relaxed: see `note_endless_pipeline`.
+    if !*done && *frame >= LOOP_FOREVER_AT && ready.0.load(Ordering::Relaxed) {
+        if let Some(mut material) = materials.get_mut(&endless.0) {
+            material.params.stop_after = u32::MAX;
+            *done = true;
+            eprintln!("{FOREVER_LINE} (frame {})", *frame);
+        }
+    }
+    if *frame == 3_000 {
+        eprintln!("shader child: no report after {} frames", *frame);
+        exit.write(AppExit::Success);
+    }
+}
