@@ -9,7 +9,7 @@
 //!   process is still reported;
 //! - the drill's `hang` is reported within `hang_timeout` + 1 s;
 //! - a use-after-free whose range is re-bound before the loss is seen resolves as of the fault;
-//! - a hang the driver turns into a device loss a moment later is one report and one Sentry event,
+//! - a hang the driver turns into a device loss a moment later is one report and one Sentry issue,
 //!   with the loss's fault info.
 //!
 //! Each case runs this test binary again as a child (`child` below, an ignored test that only the
@@ -356,9 +356,9 @@ fn a_range_re_bound_after_the_fault_does_not_change_the_verdict() {
 /// The driver resets the hung GPU 3.5 s after the hang (as amdgpu does after its lockup timeout),
 /// 1.5 s after our 2 s hang report, and the device is lost with a fault address inside the live
 /// `truth_scratch` buffer: one report on disk (the hang's id, the loss's verdict, the stall kept) and
-/// one event in Bugsink.
+/// one issue in Bugsink, holding the hang's event (sent at once) and the loss's.
 #[test]
-fn a_hang_then_a_loss_of_the_same_device_is_one_report_and_one_event() {
+fn a_hang_then_a_loss_of_the_same_device_is_one_report_and_one_issue() {
     let server = deliver_support::bugsink("hang_truth");
     let run = run(
         "hang-then-loss",
@@ -402,20 +402,22 @@ fn a_hang_then_a_loss_of_the_same_device_is_one_report_and_one_event() {
         "{}",
         report.summary
     );
-    let event = server
-        .event(&report.id)
-        .unwrap_or_else(|| panic!("the report reached Bugsink: {stderr}"));
+    let follow_up = report.follows_hang.as_ref().expect("follows its hang report");
+    let loss = server
+        .event(&follow_up.event_id)
+        .unwrap_or_else(|| panic!("the loss reached Bugsink: {stderr}"));
     assert_eq!(
-        event["data"]["tags"]["gpu.verdict"], "inside_live_object",
-        "{event:#}"
+        loss["data"]["tags"]["gpu.verdict"], "inside_live_object",
+        "{loss:#}"
     );
-    assert_eq!(
-        event["data"]["tags"]["gpu.fault_kind"], "device_lost",
-        "{event:#}"
-    );
-    // One event: the held-back hang envelope was replaced, not sent, and nothing waits.
+    assert_eq!(loss["data"]["tags"]["gpu.fault_kind"], "device_lost", "{loss:#}");
+    let hang_event = server
+        .event(&follow_up.hang_event_id)
+        .unwrap_or_else(|| panic!("the hang reached Bugsink: {stderr}"));
+    assert_eq!(hang_event["issue"], loss["issue"], "one issue");
+    // Two events, both sent; nothing waits or is held.
     let outbox = run.dir.join("reports").join("outbox");
-    assert_eq!(files_in(&outbox.join("sent")), 1, "{stderr}");
+    assert_eq!(files_in(&outbox.join("sent")), 2, "{stderr}");
     assert_eq!(files_in(&outbox), 0, "{stderr}");
     assert_eq!(files_in(&outbox.join("held")), 0, "{stderr}");
 }
