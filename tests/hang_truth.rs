@@ -402,7 +402,10 @@ fn a_hang_then_a_loss_of_the_same_device_is_one_report_and_one_issue() {
         "{}",
         report.summary
     );
-    let follow_up = report.follows_hang.as_ref().expect("follows its hang report");
+    let follow_up = report
+        .follows_hang
+        .as_ref()
+        .expect("follows its hang report");
     let loss = server
         .event(&follow_up.event_id)
         .unwrap_or_else(|| panic!("the loss reached Bugsink: {stderr}"));
@@ -410,7 +413,10 @@ fn a_hang_then_a_loss_of_the_same_device_is_one_report_and_one_issue() {
         loss["data"]["tags"]["gpu.verdict"], "inside_live_object",
         "{loss:#}"
     );
-    assert_eq!(loss["data"]["tags"]["gpu.fault_kind"], "device_lost", "{loss:#}");
+    assert_eq!(
+        loss["data"]["tags"]["gpu.fault_kind"], "device_lost",
+        "{loss:#}"
+    );
     let hang_event = server
         .event(&follow_up.hang_event_id)
         .unwrap_or_else(|| panic!("the hang reached Bugsink: {stderr}"));

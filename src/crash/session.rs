@@ -42,7 +42,7 @@ enum FaultPhase {
     /// The watchdog is building and sending a hang report.
     HangReporting,
     /// A hang report was written and sent (or queued); a later loss of this device joins it.
-    HangReported(ReportedHang),
+    HangReported(Box<ReportedHang>),
     /// The device is lost; its report is being built (`done: false`) or is queued.
     Lost { done: bool },
 }
@@ -81,7 +81,7 @@ impl DeviceSession {
         let mut phase = self.phase();
         if matches!(*phase, FaultPhase::HangReporting) {
             *phase = match reported {
-                Some(hang) => FaultPhase::HangReported(hang),
+                Some(hang) => FaultPhase::HangReported(Box::new(hang)),
                 None => FaultPhase::Healthy,
             };
         }
@@ -113,7 +113,7 @@ impl DeviceSession {
         let before = std::mem::replace(&mut *phase, FaultPhase::Lost { done: false });
         self.fault_changed.notify_all();
         match before {
-            FaultPhase::HangReported(hang) => LossStart::AfterHang(Box::new(hang)),
+            FaultPhase::HangReported(hang) => LossStart::AfterHang(hang),
             _ => LossStart::First,
         }
     }
