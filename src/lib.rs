@@ -31,7 +31,7 @@
 //! ## The public API
 //!
 //! - [`GpuCrashReporterPlugin`] and its settings ([`DeliverySettings`], [`OnHang`],
-//!   [`CrashLoopLimit`], [`UploadConsent`], [`Dsn`]);
+//!   [`CrashLoopLimit`], [`UploadConsent`], [`Dsn`]), checked at startup ([`SettingsError`]);
 //! - the resources [`GpuCrashReporter`], [`GpuCrashCapabilities`] and [`GpuCrashReports`];
 //! - the report model, [`report`], read back with serde ([`report::read_report`]);
 //! - GPU breadcrumbs for a game's own passes: [`GpuBreadcrumbs`];
