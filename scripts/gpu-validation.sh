@@ -1019,7 +1019,7 @@ device27() {
         for i in 1 2; do
             rm -rf /tmp/sh-$i && t0=$(date +%s)
             (cd /tmp/p27 && env SHADER_HANG_ASSETS=/tmp/p27/assets GPU_CRASH_REPORT_DIR=/tmp/sh-$i/reports \
-                ${SHADER_HANG_ENV:-} timeout -s KILL 90 ./shader_hang --exact child --ignored --nocapture \
+                ${SHADER_HANG_ENV:-} timeout -s KILL 60 ./shader_hang --exact child --ignored --nocapture \
                 > $logs/sh-$i.out 2> $logs/sh-$i.err)
             echo "shader hang $i rc=$? after $(( $(date +%s) - t0 )) s"
             grep -hE "GPU hang in|report written|shader_hang child" $logs/sh-$i.err | cut -c1-260 | head -6
@@ -1031,9 +1031,31 @@ device27() {
     tar -C $logs -czf "$OUT/run27-results.tar.gz" .
 }
 
+# Batch 27b: the shader that never ends again, twice, each after 40 s with no GPU work: in batch 27
+# the second run started while the first run's endless shader still held the GPU (the driver resets
+# it only later), and reported a hang in its own frame 1.
+device27b() {
+    setup_device
+    unpack_devrun trust27 /tmp/p27
+    local i t0
+    for i in 1 2; do
+        sleep 40
+        rm -rf /tmp/sh-$i && t0=$(date +%s)
+        (cd /tmp/p27 && env SHADER_HANG_ASSETS=/tmp/p27/assets GPU_CRASH_REPORT_DIR=/tmp/sh-$i/reports \
+            timeout -s KILL 60 ./shader_hang --exact child --ignored --nocapture \
+            > $logs/sh-$i.out 2> $logs/sh-$i.err)
+        echo "shader hang $i rc=$? after $(( $(date +%s) - t0 )) s"
+        grep -hE "GPU hang in|report written|shader child" $logs/sh-$i.err $logs/sh-$i.out | cut -c1-260 | head -6
+        cp -r /tmp/sh-$i/reports $logs/sh-$i-reports 2>/dev/null
+    done
+    (dmesg 2>&1 | grep -i xid | tail -5) || true
+    tar -C $logs -czf "$OUT/run27b-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build27) build27 ;;
+    device27b) device27b ;;
     device27) device27 ;;
     build9) build9 ;;
     build10) build10 ;;
