@@ -84,6 +84,9 @@ fn child() {
             on_hang: OnHang::Exit(3),
             application_name: Some("public_api".into()),
             application_version: "1.0.0".into(),
+            // This game reads `GpuCrashReports` after `run` returns: it takes the exit path back
+            // (and the driver teardown risk that `end_process_after_loss` avoids).
+            end_process_after_loss: false,
             delivery: DeliverySettings {
                 dsn_from_env: false,
                 upload_consent: UploadConsent::Granted,

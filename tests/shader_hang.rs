@@ -44,6 +44,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::core_pipeline::tonemapping::Tonemapping;
 use bevy::pbr::{Material, MaterialPlugin};
+use bevy::camera::visibility::RenderLayers;
 use bevy::prelude::*;
 use bevy::render::render_resource::{AsBindGroup, PipelineCache, PipelineDescriptor, ShaderType};
 use bevy::render::{Render, RenderApp, RenderSystems};
@@ -223,6 +224,8 @@ fn level(
         // Bevy's default tonemapper needs the `tonemapping_luts` feature, which the crate's minimal
         // Bevy features leave out.
         Tonemapping::AcesFitted,
+        // The level (layer 0) and the crystal (layer 1): only this camera draws the endless shader.
+        RenderLayers::from_layers(&[0, 1]),
     ));
     // A minimap: a second 3D camera from above, into its own image.
     commands.spawn((
@@ -247,6 +250,9 @@ fn level(
         Mesh3d(meshes.add(Cuboid::new(1.0, 1.6, 1.0))),
         MeshMaterial3d(material.clone()),
         Transform::from_xyz(0.0, 1.2, 4.0),
+        // Not in the minimap: on lavapipe, whose shader loops end after 65,535 iterations, a
+        // second camera drawing it would take the hang over once the main pass got through.
+        RenderLayers::layer(1),
     ));
     commands.insert_resource(Endless(material));
 }
