@@ -5,8 +5,9 @@
 //
 // llvmpipe (lavapipe) ends every shader invocation's loops after 65,535 iterations in all (Mesa's
 // gallivm loop limiter, LP_MAX_TGSI_LOOP_ITERATIONS): there the endless loop stops at that count, so
-// each iteration is made expensive enough (24 dependent sin/cos) that one frame of this material on
-// lavapipe keeps its CPU threads busy for far longer than any hang timeout. On a real GPU the loop
+// each iteration is made expensive enough (96 dependent sin/cos) that one frame of this material on
+// lavapipe keeps its CPU threads busy for far longer than the test's hang timeout (24 were not enough:
+// a frame took about 3 s on a 2-core machine, as long as the timeout). On a real GPU the loop
 // never ends (naga's loop bounding would stop it after 2^64 iterations).
 #import bevy_pbr::forward_io::VertexOutput
 
@@ -54,7 +55,7 @@ fn fragment(mesh: VertexOutput) -> @location(0) vec4<f32> {
         if (params.stop_after < i) {
             break;
         }
-        glow = churn(glow + f32(i & 7u) * 0.125);
+        glow = churn(churn(churn(churn(glow + f32(i & 7u) * 0.125))));
         i = i + 1u;
     }
     return vec4<f32>(params.color.rgb * (0.75 + 0.25 * glow), params.color.a);
