@@ -577,6 +577,7 @@ fn start_device_session(
         &device,
         capabilities.buffer_marker,
         capabilities.debug_utils,
+        setup.0.request().buffer_marker,
     ) {
         Ok(markers) => {
             capabilities.gpu_progress = true;

@@ -42,14 +42,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bevy::app::ScheduleRunnerPlugin;
+use bevy::camera::visibility::RenderLayers;
 use bevy::core_pipeline::tonemapping::Tonemapping;
 use bevy::pbr::{Material, MaterialPlugin};
-use bevy::camera::visibility::RenderLayers;
 use bevy::prelude::*;
 use bevy::render::render_resource::{AsBindGroup, PipelineCache, PipelineDescriptor, ShaderType};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy::shader::{Shader, ShaderRef};
-use bevy_gpu_crash_reporter::report::CrashKind;
+use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport};
 use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(3);
@@ -64,11 +64,15 @@ const FOREVER_LINE: &str = "shader child: loop forever";
 /// plus the hang and its report, with room.
 const CHILD_DEADLINE: Duration = Duration::from_secs(180);
 
-#[test]
-fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
-    let dir = common::scratch_dir("shader-hang");
+/// Runs the child (with `env`) until its endless shader is reported and the child ended; checks the
+/// one report's kind, time and the exit, and returns it.
+fn endless_shader_report(name: &str, env: &[(&str, &str)]) -> CrashReport {
+    let dir = common::scratch_dir(name);
     let reports_dir = dir.join("reports");
     let mut command = common::child_command(&reports_dir, None);
+    for (k, v) in env {
+        command.env(k, v);
+    }
     command.stderr(Stdio::piped());
     let mut child = command.spawn().expect("spawn child");
     let stderr = BufReader::new(child.stderr.take().unwrap());
@@ -126,6 +130,12 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
         Some(3),
         "OnHang::Exit ended the hung process: {log}"
     );
+    reports.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
+    let report = endless_shader_report("shader-hang", &[]);
     // The stage: the main camera's main pass, the only pass that runs the endless fragment shader.
     assert_eq!(
         report.gpu_stage.as_deref(),
@@ -136,6 +146,22 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
     );
     assert!(
         report.summary.contains("Core3d MainPass"),
+        "{}",
+        report.summary
+    );
+}
+
+/// `gpu_breadcrumbs: false` is honoured on a CPU device too: the hang is reported, in its frame,
+/// with no stage markers recorded.
+#[test]
+fn without_gpu_breadcrumbs_the_hang_is_reported_with_its_frame_only() {
+    let report = endless_shader_report(
+        "shader-hang-no-breadcrumbs",
+        &[("SHADER_HANG_BREADCRUMBS", "off")],
+    );
+    assert_eq!(
+        report.gpu_stage.as_deref(),
+        Some("frame"),
         "{}",
         report.summary
     );
@@ -159,6 +185,7 @@ fn child() {
         on_hang: OnHang::Exit(3),
         loss_wait_after_hang: Duration::from_secs(1),
         application_name: Some("shader_hang".into()),
+        gpu_breadcrumbs: std::env::var("SHADER_HANG_BREADCRUMBS").as_deref() != Ok("off"),
         ..default()
     })
     .add_plugins(common::headless_default_plugins().set(AssetPlugin {

@@ -252,6 +252,13 @@ impl MarkerBuffer {
         self.amd.is_some() || self.cpu_device
     }
 
+    /// Stage breadcrumbs were switched off (`gpu_breadcrumbs: false`): a CPU device then marks only
+    /// the frame's start and end, as other GPUs without `VK_AMD_buffer_marker` do.
+    pub(crate) fn without_cpu_stage_marks(mut self) -> Self {
+        self.cpu_device = false;
+        self
+    }
+
     /// The value of one word, as the GPU last wrote it.
     pub(crate) fn read(&self, word: usize) -> u32 {
         assert!(word < WORDS, "marker word {word} out of range");

@@ -98,6 +98,11 @@ pub struct VulkanSetup {
 }
 
 impl VulkanSetup {
+    /// What the plugin's settings asked for.
+    pub fn request(&self) -> ExtensionRequest {
+        self.request
+    }
+
     /// Setup that feeds binding events into `ring`.
     pub fn new(ring: Arc<BindingRing>, request: ExtensionRequest) -> Arc<Self> {
         Arc::new(Self {
@@ -241,6 +246,7 @@ pub(crate) fn create_marker_buffer(
     device: &bevy::render::renderer::RenderDevice,
     amd_buffer_marker: bool,
     debug_utils: bool,
+    stage_breadcrumbs: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
     // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
     let hal = unsafe { device.wgpu_device().as_hal::<wgpu::hal::api::Vulkan>() }
@@ -259,6 +265,13 @@ pub(crate) fn create_marker_buffer(
             Box::new(device.clone()),
         )
     }
+    .map(|markers| {
+        if stage_breadcrumbs {
+            markers
+        } else {
+            markers.without_cpu_stage_marks()
+        }
+    })
 }
 
 /// Without the `vulkan` feature there is no Vulkan device to put markers on.
@@ -267,6 +280,7 @@ pub(crate) fn create_marker_buffer(
     _device: &bevy::render::renderer::RenderDevice,
     _amd_buffer_marker: bool,
     _debug_utils: bool,
+    _stage_breadcrumbs: bool,
 ) -> Result<markers::MarkerBuffer, markers::MarkerError> {
     Err(markers::MarkerError::NotVulkan)
 }
