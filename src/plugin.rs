@@ -207,28 +207,8 @@ pub struct SettingsError {
     pub used: String,
 }
 
-/// Keeps a duration setting inside `[min, max]`, noting an error when it was not.
-fn clamp_duration(
-    errors: &mut Vec<SettingsError>,
-    setting: &'static str,
-    value: &mut Duration,
-    (min, max): (Duration, Duration),
-    range: &'static str,
-) {
-    let clamped = (*value).clamp(min, max);
-    if clamped != *value {
-        errors.push(SettingsError {
-            setting,
-            given: format!("{value:?}"),
-            range,
-            used: format!("{clamped:?}"),
-        });
-        *value = clamped;
-    }
-}
-
-/// Keeps a count setting inside `[min, max]`, noting an error when it was not.
-fn clamp_count<T: Copy + Ord + std::fmt::Debug>(
+/// Keeps a setting (a duration, a count) inside `[min, max]`, noting an error when it was not.
+fn clamp_setting<T: Copy + Ord + std::fmt::Debug>(
     errors: &mut Vec<SettingsError>,
     setting: &'static str,
     value: &mut T,
@@ -256,63 +236,63 @@ impl GpuCrashReporterPlugin {
         let mut s = self.clone();
         let mut errors = Vec::new();
         let e = &mut errors;
-        clamp_duration(
+        clamp_setting(
             e,
             "hang_timeout",
             &mut s.hang_timeout,
             (Duration::from_millis(100), HOUR),
             "100 ms to 1 h",
         );
-        clamp_duration(
+        clamp_setting(
             e,
             "loss_wait_after_hang",
             &mut s.loss_wait_after_hang,
             (Duration::ZERO, Duration::from_secs(600)),
             "at most 10 min",
         );
-        clamp_duration(
+        clamp_setting(
             e,
             "delivery.upload_timeout",
             &mut s.delivery.upload_timeout,
             (Duration::ZERO, Duration::from_secs(600)),
             "at most 10 min",
         );
-        clamp_duration(
+        clamp_setting(
             e,
             "crash_loop_limit.window",
             &mut s.crash_loop_limit.window,
             (Duration::ZERO, 24 * 30 * HOUR),
             "at most 30 days",
         );
-        clamp_count(
+        clamp_setting(
             e,
             "crash_loop_limit.max_uploads",
             &mut s.crash_loop_limit.max_uploads,
             (1, u32::MAX),
             "at least 1",
         );
-        clamp_count(
+        clamp_setting(
             e,
             "binding_ring_capacity",
             &mut s.binding_ring_capacity,
             (64, 1 << 22),
             "64 to 4,194,304 events",
         );
-        clamp_count(
+        clamp_setting(
             e,
             "max_live_bindings",
             &mut s.max_live_bindings,
             (0, 1 << 26),
             "at most 67,108,864",
         );
-        clamp_count(
+        clamp_setting(
             e,
             "max_freed_bindings",
             &mut s.max_freed_bindings,
             (0, 1 << 24),
             "at most 16,777,216",
         );
-        clamp_count(
+        clamp_setting(
             e,
             "max_recent_events",
             &mut s.max_recent_events,
