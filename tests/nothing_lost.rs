@@ -189,7 +189,7 @@ fn end_a_calm_run(calm: Res<Calm>, mut frames: Local<u32>, mut exit: MessageWrit
     *frames += 1;
     if calm.0 && *frames == 60 {
         // The startup upload runs on its own thread: give it a moment before the exit.
-        std::thread::sleep(Duration::from_secs(3));
+        std::thread::sleep(Duration::from_secs(6));
         exit.write(AppExit::Success);
     }
     if *frames > 100_000 {
