@@ -126,24 +126,21 @@ impl DeviceSession {
 
     /// Waits, at most `wait`, until the loss report is done; returns whether it is.
     pub(crate) fn wait_for_loss_report(&self, wait: Duration) -> bool {
-        let phase = self.phase();
-        let (phase, _) = self
-            .fault_changed
-            .wait_timeout_while(phase, wait, |p| {
-                !matches!(p, FaultPhase::Lost { done: true })
-            })
-            .unwrap_or_else(|p| p.into_inner());
-        matches!(*phase, FaultPhase::Lost { done: true })
+        self.wait_for_phase(wait, |p| matches!(p, FaultPhase::Lost { done: true }))
     }
 
     /// Waits, at most `wait`, until the device is reported lost; returns whether it was.
     pub(crate) fn wait_for_loss(&self, wait: Duration) -> bool {
-        let phase = self.phase();
+        self.wait_for_phase(wait, |p| matches!(p, FaultPhase::Lost { .. }))
+    }
+
+    /// Waits, at most `wait`, until the fault phase is `reached`; returns whether it is.
+    fn wait_for_phase(&self, wait: Duration, reached: impl Fn(&FaultPhase) -> bool) -> bool {
         let (phase, _) = self
             .fault_changed
-            .wait_timeout_while(phase, wait, |p| !matches!(p, FaultPhase::Lost { .. }))
+            .wait_timeout_while(self.phase(), wait, |p| !reached(p))
             .unwrap_or_else(|p| p.into_inner());
-        matches!(*phase, FaultPhase::Lost { .. })
+        reached(&phase)
     }
 
     pub(crate) fn is_lost(&self) -> bool {
