@@ -981,6 +981,17 @@ build27() {
     [ -f /tmp/pk27/shader_hang ] && strip /tmp/pk27/shader_hang
     pack_devrun /tmp/pk27 trust27
 }
+# There: one run of the shader_hang child in /tmp/p27 (batch 27's package), its log and report kept.
+shader_hang_case() {
+    local i=$1 t0
+    rm -rf /tmp/sh-$i && t0=$(date +%s)
+    (cd /tmp/p27 && env SHADER_HANG_ASSETS=/tmp/p27/assets GPU_CRASH_REPORT_DIR=/tmp/sh-$i/reports \
+        timeout -s KILL 60 ./shader_hang --exact child --ignored --nocapture \
+        > $logs/sh-$i.out 2> $logs/sh-$i.err)
+    echo "shader hang $i rc=$? after $(( $(date +%s) - t0 )) s"
+    grep -hE "GPU hang in|report written|shader child" $logs/sh-$i.err $logs/sh-$i.out | cut -c1-260 | head -6
+    cp -r /tmp/sh-$i/reports $logs/sh-$i-reports 2>/dev/null
+}
 device27() {
     setup_device
     unpack_devrun trust27 /tmp/p27
@@ -1016,15 +1027,7 @@ device27() {
     done
     if [ -x /tmp/p27/shader_hang ]; then
         echo "== (3) a shader that never ends (no drill)"
-        for i in 1 2; do
-            rm -rf /tmp/sh-$i && t0=$(date +%s)
-            (cd /tmp/p27 && env SHADER_HANG_ASSETS=/tmp/p27/assets GPU_CRASH_REPORT_DIR=/tmp/sh-$i/reports \
-                ${SHADER_HANG_ENV:-} timeout -s KILL 60 ./shader_hang --exact child --ignored --nocapture \
-                > $logs/sh-$i.out 2> $logs/sh-$i.err)
-            echo "shader hang $i rc=$? after $(( $(date +%s) - t0 )) s"
-            grep -hE "GPU hang in|report written|shader_hang child" $logs/sh-$i.err | cut -c1-260 | head -6
-            cp -r /tmp/sh-$i/reports $logs/sh-$i-reports 2>/dev/null
-        done
+        for i in 1 2; do shader_hang_case $i; done
     fi
     kill $server 2>/dev/null
     (dmesg 2>&1 | grep -i xid | tail -5) || true
@@ -1037,16 +1040,10 @@ device27() {
 device27b() {
     setup_device
     unpack_devrun trust27 /tmp/p27
-    local i t0
+    local i
     for i in 1 2; do
         sleep 40
-        rm -rf /tmp/sh-$i && t0=$(date +%s)
-        (cd /tmp/p27 && env SHADER_HANG_ASSETS=/tmp/p27/assets GPU_CRASH_REPORT_DIR=/tmp/sh-$i/reports \
-            timeout -s KILL 60 ./shader_hang --exact child --ignored --nocapture \
-            > $logs/sh-$i.out 2> $logs/sh-$i.err)
-        echo "shader hang $i rc=$? after $(( $(date +%s) - t0 )) s"
-        grep -hE "GPU hang in|report written|shader child" $logs/sh-$i.err $logs/sh-$i.out | cut -c1-260 | head -6
-        cp -r /tmp/sh-$i/reports $logs/sh-$i-reports 2>/dev/null
+        shader_hang_case $i
     done
     (dmesg 2>&1 | grep -i xid | tail -5) || true
     tar -C $logs -czf "$OUT/run27b-results.tar.gz" .

@@ -348,16 +348,7 @@ fn scene(
     ));
     if std::env::var(SCENE_VAR).as_deref() == Ok("two-cameras") {
         // A second view, e.g. a minimap: unnamed, after the main camera.
-        commands.spawn((
-            Camera3d::default(),
-            Camera {
-                order: 1,
-                ..default()
-            },
-            Tonemapping::AcesFitted,
-            common::offscreen_target(&mut images, 96, 96),
-            Transform::from_xyz(0.0, 12.0, 0.1).looking_at(Vec3::ZERO, Vec3::Y),
-        ));
+        commands.spawn(common::minimap_camera(&mut images, 96));
     }
     common::shadowed_scene(&mut commands, &mut meshes, &mut materials, 4);
 }

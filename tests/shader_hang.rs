@@ -254,17 +254,7 @@ fn level(
         // The level (layer 0) and the crystal (layer 1): only this camera draws the endless shader.
         RenderLayers::from_layers(&[0, 1]),
     ));
-    // A minimap: a second 3D camera from above, into its own image.
-    commands.spawn((
-        Camera3d::default(),
-        Camera {
-            order: 1,
-            ..default()
-        },
-        Tonemapping::AcesFitted,
-        common::offscreen_target(&mut images, 64, 64),
-        Transform::from_xyz(0.0, 12.0, 0.1).looking_at(Vec3::ZERO, Vec3::Y),
-    ));
+    commands.spawn(common::minimap_camera(&mut images, 64));
     common::shadowed_scene(&mut commands, &mut meshes, &mut materials, 1);
     let material = endless.add(EndlessMaterial {
         params: EndlessParams {

@@ -193,6 +193,23 @@ pub fn main_camera(images: &mut Assets<Image>, width: u32, height: u32) -> impl 
     )
 }
 
+/// The test scenes' second camera, a minimap: an unnamed 3D camera from above, after the main
+/// camera, into its own `size` x `size` image.
+pub fn minimap_camera(images: &mut Assets<Image>, size: u32) -> impl Bundle {
+    (
+        Camera3d::default(),
+        Camera {
+            order: 1,
+            ..default()
+        },
+        // Bevy's default tonemapper needs the `tonemapping_luts` feature, which the crate's minimal
+        // Bevy features leave out.
+        bevy::core_pipeline::tonemapping::Tonemapping::AcesFitted,
+        offscreen_target(images, size, size),
+        Transform::from_xyz(0.0, 12.0, 0.1).looking_at(Vec3::ZERO, Vec3::Y),
+    )
+}
+
 /// What a small game level has besides its cameras: a ground plane, nine meshes of three shapes, a
 /// shadowed directional light (4 cascades) and `point_lights` shadowed point lights (6 shadow views
 /// each, rendered before the cameras).
