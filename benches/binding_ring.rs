@@ -30,12 +30,10 @@ use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use ash::vk::{self, Handle};
-use bevy_gpu_crash_reporter::__test_support::{address_binding_callback, MessengerTarget};
-use bevy_gpu_crash_reporter::__test_support::{
-    BindingKind, BindingRecord, BindingRing, RingConsumer,
-};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
+use gpu_crash_core::test_support::{address_binding_callback, MessengerTarget};
+use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing, RingConsumer};
 
 /// The plugin's default `binding_ring_capacity`.
 const CAPACITY: usize = 32_768;

@@ -17,13 +17,13 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use ash::vk;
-use bevy_gpu_crash_reporter::__test_support::{fault_range, resolve, FaultAddress, ResolveContext};
-use bevy_gpu_crash_reporter::__test_support::{AddressIndex, IndexSettings};
-use bevy_gpu_crash_reporter::__test_support::{BindingKind, BindingRecord};
 use bevy_gpu_crash_reporter::report::FaultAccess;
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
+use gpu_crash_core::test_support::{fault_range, resolve, FaultAddress, ResolveContext};
+use gpu_crash_core::test_support::{AddressIndex, IndexSettings};
+use gpu_crash_core::test_support::{BindingKind, BindingRecord};
 
 const LIVE: u64 = 1_000_000;
 const FREED: u64 = 65_536;

@@ -280,7 +280,7 @@ fn interleave_frame(
         // Blocks go on, floor, on, floor, ...: the first timed block is everything on.
         let floor = state.blocks.len() % 2 == 1;
         state.floor_now = floor;
-        bevy_gpu_crash_reporter::__test_support::set_cost_floor_now(floor);
+        gpu_crash_core::test_support::set_cost_floor_now(floor);
         state.blocks.push((floor, Vec::new(), 0.0));
     }
 }

@@ -32,10 +32,10 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{BufferDescriptor, BufferUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderSystems};
-use bevy_gpu_crash_reporter::__test_support::{allocator_names, AddressIndex};
 use bevy_gpu_crash_reporter::{
     GpuBreadcrumbs, GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
 };
+use gpu_crash_core::test_support::{allocator_names, AddressIndex};
 
 /// `examples/gpu_validation_shaders/write_storage.spvasm`, assembled with
 /// `spirv-as --target-env vulkan1.0` (both committed; `scripts/gpu-validation.sh` re-assembles).
@@ -286,7 +286,7 @@ fn finish(
         println!("{}", caps.summary());
         let dropped = reporter.binding_events_dropped();
         let report = device.wgpu_device().generate_allocator_report();
-        let mut index = bevy_gpu_crash_reporter::__test_support::index_of(&reporter);
+        let mut index = gpu_crash_core::test_support::index_of(&reporter);
         let stats = index.stats().clone();
         println!(
             "gpu_validation: binding events {} ({} binds, {} unbinds, {} duplicate binds, {} unmatched unbinds, \
@@ -321,7 +321,7 @@ fn finish(
                         })).collect::<Vec<_>>(),
                         "recent_events": index.recent_events().map(|e| serde_json::json!([
                             e.sequence, e.frame, format!("{:?}", e.kind),
-                            bevy_gpu_crash_reporter::__test_support::object_type_name(e.object_type),
+                            gpu_crash_core::test_support::object_type_name(e.object_type),
                             format!("{:#x}", e.handle), format!("{:#x}", e.base), e.size, e.name, e.internal
                         ])).collect::<Vec<_>>(),
                     });
@@ -374,7 +374,7 @@ fn event_patterns(index: &AddressIndex) -> serde_json::Value {
         let key = format!(
             "{:?} {}",
             e.kind,
-            bevy_gpu_crash_reporter::__test_support::object_type_name(e.object_type)
+            gpu_crash_core::test_support::object_type_name(e.object_type)
         );
         *counts.entry(key).or_default() += 1;
         named += u64::from(e.name.is_some());
@@ -387,7 +387,7 @@ fn event_patterns(index: &AddressIndex) -> serde_json::Value {
         .map(|e| {
             serde_json::json!({
                 "seq": e.sequence, "frame": e.frame, "kind": format!("{:?}", e.kind),
-                "type": bevy_gpu_crash_reporter::__test_support::object_type_name(e.object_type),
+                "type": gpu_crash_core::test_support::object_type_name(e.object_type),
                 "handle": format!("{:#x}", e.handle), "base": format!("{:#x}", e.base),
                 "size": e.size, "name": e.name, "internal": e.internal,
             })
@@ -403,7 +403,7 @@ fn live_table(index: &AddressIndex) -> Vec<serde_json::Value> {
     rows.into_iter()
         .map(|(base, size, b)| {
             serde_json::json!([
-                bevy_gpu_crash_reporter::__test_support::object_type_name(b.key.object_type),
+                gpu_crash_core::test_support::object_type_name(b.key.object_type),
                 format!("{:#x}", b.key.handle),
                 format!("{base:#x}"),
                 size,
@@ -484,7 +484,7 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
     if *frame == config.fault_frame + 2 {
         if let Some(reporter) = world.get_resource::<GpuCrashReporter>() {
             let (buffer, memory) = *fault.victim.lock().unwrap();
-            let index = bevy_gpu_crash_reporter::__test_support::index_of(reporter);
+            let index = gpu_crash_core::test_support::index_of(reporter);
             for e in index.recent_events().filter(|e| {
                 e.handle == buffer
                     || e.handle == memory
@@ -493,7 +493,7 @@ fn inject_real_fault(world: &mut World, mut frame: Local<u64>, mut polls: Local<
                 eprintln!(
                     "gpu_validation real-fault: victim event seq {} frame {} {:?} {} handle {:#x} [{:#x}, +{:#x}) name {:?} internal {}",
                     e.sequence, e.frame, e.kind,
-                    bevy_gpu_crash_reporter::__test_support::object_type_name(e.object_type),
+                    gpu_crash_core::test_support::object_type_name(e.object_type),
                     e.handle, e.base, e.size, e.name, e.internal
                 );
             }

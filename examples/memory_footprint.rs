@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use ash::vk;
-use bevy_gpu_crash_reporter::__test_support::{AddressIndex, IndexSettings};
-use bevy_gpu_crash_reporter::__test_support::{BindingKind, BindingRecord, BindingRing};
+use gpu_crash_core::test_support::{AddressIndex, IndexSettings};
+use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing};
 
 /// Counts live heap bytes and their peak.
 struct Counting;
@@ -228,7 +228,7 @@ fn index_bounded() {
 /// The asset map per indexed mesh (vertex and index data in slabs) and per image asset, and its
 /// freed history at its bound.
 fn asset_map() {
-    use bevy_gpu_crash_reporter::__test_support::filled_asset_map;
+    use gpu_crash_core::test_support::filled_asset_map;
     let weigh = |meshes, images, freed| {
         let before = live();
         let map = filled_asset_map(meshes, images, freed);

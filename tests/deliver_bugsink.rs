@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bevy_gpu_crash_reporter::report::BindingKind;
 use bevy_gpu_crash_reporter::report::{CrashReport, FaultVerdict};
-use bevy_gpu_crash_reporter::{__test_support::Outbox, DeliverySettings};
+use bevy_gpu_crash_reporter::{DeliverySettings, Outbox};
 use serde_json::Value;
 use support::*;
 

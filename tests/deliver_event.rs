@@ -7,10 +7,11 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bevy_gpu_crash_reporter::__test_support::{build_envelope, Outbox};
 use bevy_gpu_crash_reporter::report::BindingKind;
 use bevy_gpu_crash_reporter::report::{CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::Outbox;
 use bevy_gpu_crash_reporter::{DeliverySettings, Dsn, DsnError, UploadConsent};
+use gpu_crash_core::test_support::build_envelope;
 use sentry::protocol::{Attachment, EnvelopeItem};
 use sentry::Envelope;
 use serde_json::Value;
@@ -18,7 +19,7 @@ use support::*;
 
 /// The Sentry event for `report` as the JSON that is uploaded.
 fn sentry_event(report: &CrashReport, settings: &DeliverySettings) -> Value {
-    let event = bevy_gpu_crash_reporter::__test_support::sentry_event(report, settings);
+    let event = gpu_crash_core::test_support::sentry_event(report, settings);
     serde_json::to_value(event).unwrap()
 }
 

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bevy_gpu_crash_reporter::__test_support::{build_envelope, Outbox};
 use bevy_gpu_crash_reporter::report::{read_report, read_vendor_binary, CrashReport};
-use bevy_gpu_crash_reporter::DeliverySettings;
+use bevy_gpu_crash_reporter::{DeliverySettings, Outbox};
+use gpu_crash_core::test_support::build_envelope;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use support::*;

@@ -1,7 +1,7 @@
 //! The crash drill end to end through the public API alone: a game adds the plugin with its
 //! settings, the drill layer turns a freed buffer's reuse into a device loss, and the report is read
 //! back from disk with serde and found in a real Bugsink. Nothing here (or in the support modules it
-//! includes) uses `__test_support`.
+//! includes) uses `gpu_crash_core::test_support`.
 
 mod common;
 #[path = "deliver_support/mod.rs"]

@@ -6,8 +6,8 @@ use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ash::vk;
-use bevy_gpu_crash_reporter::__test_support::{BindingKind, BindingRecord, BindingRing};
-use bevy_gpu_crash_reporter::__test_support::{IndexSettings, IndexerHandle};
+use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing};
+use gpu_crash_core::test_support::{IndexSettings, IndexerHandle};
 
 /// These tests each saturate both cores of a CI machine; run them one at a time so the burst test
 /// measures the indexer against driver-speed producers, not against the other tests.

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bevy::asset::{AssetId, AssetServer};
 use bevy::image::Image;
@@ -20,14 +19,21 @@ use bevy::render::slab_allocator::SlabItemLayout;
 use bevy::render::texture::GpuImage;
 use bevy::render::{Render, RenderSystems};
 
-use super::map::{AssetName, ImageTenant, MeshTenant, Stamp};
-use super::{MeshData, SharedAssetMap};
+use gpu_crash_core::{
+    image_placement, AssetName, ImageTenant, MeshData, MeshTenant, SharedAssetMap,
+};
+
+use super::asset_key;
 use crate::GpuCrashReporter;
 
 /// The asset server, in the render world: paths are read when an asset reaches the GPU
 /// (`AssetServer::get_path` is `None` later, once the asset's handles are gone).
 #[derive(Resource, Clone)]
 pub(crate) struct AssetPaths(pub AssetServer);
+
+/// The current render device's asset map (render world), replaced with each new device.
+#[derive(Resource, Clone)]
+pub(crate) struct DeviceAssets(pub SharedAssetMap);
 
 /// Adds the systems to the render app.
 ///
@@ -54,14 +60,6 @@ struct ImageChanges {
     removed: Vec<AssetId<Image>>,
 }
 
-fn stamp(reporter: &GpuCrashReporter) -> Stamp {
-    Stamp {
-        sequence: reporter.ring_position(),
-        frame: reporter.current_frame(),
-        at: Instant::now(),
-    }
-}
-
 /// `AssetId<Mesh>{ index: 3, generation: 0}`: Bevy's own form, without the type's module path.
 fn id_text<A: bevy::asset::Asset>(id: AssetId<A>) -> String {
     format!("{id:?}").replace(std::any::type_name::<A>(), short_type_name::<A>())
@@ -85,7 +83,7 @@ fn index_meshes(
     extracted: Res<ExtractedAssets<RenderMesh>>,
     allocator: Res<MeshAllocator>,
     paths: Option<Res<AssetPaths>>,
-    map: Option<Res<SharedAssetMap>>,
+    map: Option<Res<DeviceAssets>>,
     reporter: Res<GpuCrashReporter>,
 ) {
     if extracted.added.is_empty() && extracted.removed.is_empty() {
@@ -94,7 +92,7 @@ fn index_meshes(
     let Some(map) = map else {
         return;
     };
-    let at = stamp(&reporter);
+    let at = reporter.asset_stamp();
     let mut placed = Vec::new();
     // `added` holds every mesh extracted this frame (Bevy's allocator reads it the same way).
     for mesh in &extracted.added {
@@ -118,7 +116,7 @@ fn index_meshes(
                 slab.id.get(),
                 u64::from(slice.range.start) * element_size,
                 MeshTenant {
-                    mesh: *mesh,
+                    mesh: asset_key(*mesh),
                     name: name.clone(),
                     data,
                     len: u64::from(slice.range.end - slice.range.start) * element_size,
@@ -128,14 +126,14 @@ fn index_meshes(
             ));
         }
     }
-    let mut map = map.lock();
+    let mut map = map.0.lock();
     for mesh in extracted
         .removed
         .iter()
         .chain(extracted.modified.iter())
         .chain(extracted.added.iter())
     {
-        map.free_mesh(*mesh, at);
+        map.free_mesh(asset_key(*mesh), at);
     }
     for (slab, start, tenant) in placed {
         map.place_mesh(slab, start, tenant);
@@ -165,7 +163,7 @@ fn index_images(
     mut changes: ResMut<ImageChanges>,
     images: Res<RenderAssets<GpuImage>>,
     paths: Option<Res<AssetPaths>>,
-    map: Option<Res<SharedAssetMap>>,
+    map: Option<Res<DeviceAssets>>,
     reporter: Res<GpuCrashReporter>,
     // Extracted images not yet seen prepared, with the `VkImage` they had before (a changed image
     // still shows its old texture until it is prepared again).
@@ -180,38 +178,38 @@ fn index_images(
     let Some(map) = map else {
         return;
     };
-    let at = stamp(&reporter);
+    let at = reporter.asset_stamp();
     for image in &removed {
         waiting.remove(image);
     }
     let mut prepared = Vec::new();
     {
-        let map = map.lock();
+        let map = map.0.lock();
         for image in extracted {
-            waiting.insert(image, (map.image_of(image), 0));
+            waiting.insert(image, (map.image_of(asset_key(image)), 0));
         }
     }
     waiting.retain(|image, (before, frames)| {
         *frames += 1;
         let Some(placement) = images
             .get(*image)
-            .and_then(|gpu| crate::vulkan::texture::image_placement(&gpu.texture))
+            .and_then(|gpu| image_placement(&gpu.texture))
             .filter(|p| *before != Some(p.image))
         // still the old texture
         else {
             return *frames < MAX_FRAMES_WAITING;
         };
         prepared.push(ImageTenant {
-            asset: *image,
+            asset: asset_key(*image),
             name: Arc::new(asset_name(*image, paths.as_deref())),
             placement,
             since: at,
         });
         false
     });
-    let mut map = map.lock();
+    let mut map = map.0.lock();
     for image in &removed {
-        map.free_image(*image, at);
+        map.free_image(asset_key(*image), at);
     }
     for tenant in prepared {
         map.place_image(tenant);

@@ -42,8 +42,9 @@ use bevy::render::renderer::{CurrentView, RenderContext};
 use bevy::render::sync_world::RenderEntity;
 use bevy::render::{Extract, ExtractSchedule};
 
-use super::{BreadcrumbRecorder, PRE_CAMERA_LABEL};
-use crate::vulkan::markers::MarkerStage;
+use gpu_crash_core::{Mark, PRE_CAMERA_LABEL};
+
+use super::BreadcrumbRecorder;
 
 /// Stage sets per camera schedule.
 const STAGES: usize = 4;
@@ -187,17 +188,17 @@ fn mark_stage_boundary(
         return;
     };
     // The camera's first boundary also ends the pre-camera phase (a no-op after the first camera).
-    let pre_camera_ends = ends
-        .is_none()
-        .then_some((PRE_CAMERA_LABEL, MarkerStage::Finished));
+    let pre_camera_ends = ends.is_none().then_some((PRE_CAMERA_LABEL, Mark::End));
     let marks = [
         pre_camera_ends,
-        ends.map(|stage| (labels[stage], MarkerStage::Finished)),
-        begins.map(|stage| (labels[stage], MarkerStage::Begun)),
+        ends.map(|stage| (labels[stage], Mark::End)),
+        begins.map(|stage| (labels[stage], Mark::Begin)),
     ];
     let device = ctx.render_device().clone();
     if let Some(buffer) =
-        recorder.marks_command_buffer(&device, &marks, Some(camera.0.clone()), true)
+        recorder
+            .0
+            .marks_command_buffer(device.wgpu_device(), &marks, Some(camera.0.clone()), true)
     {
         ctx.add_command_buffer(buffer);
     }

@@ -16,7 +16,7 @@ use bevy_gpu_crash_reporter::report::{
     ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FaultAccess, FaultEntry,
     FaultVerdict, FrameTiming, HangInfo, ObjectState, VendorInfo, SCHEMA_VERSION,
 };
-use bevy_gpu_crash_reporter::GpuCrashCapabilities;
+use gpu_crash_core::GpuCrashCapabilities;
 use serde_json::Value;
 
 /// A fresh 32-hex event id.

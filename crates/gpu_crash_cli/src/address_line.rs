@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use bevy_gpu_crash_reporter::report::{
+use gpu_crash_core::report::{
     BindingEventEntry, BindingKind, CrashReport, FaultEntry, ObjectState,
 };
 

@@ -8,7 +8,7 @@ use std::ffi::{c_char, CStr};
 use std::process::ExitCode;
 
 use ash::vk;
-use bevy_gpu_crash_reporter::{BreadcrumbWriter, GpuCrashCapabilities};
+use gpu_crash_core::{BreadcrumbWriter, GpuCrashCapabilities};
 use serde::Serialize;
 
 use crate::error::CliError;

@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use bevy_gpu_crash_reporter::report::read_report;
-use bevy_gpu_crash_reporter::{game_data_dir, REPORTS_DIR_NAME};
+use gpu_crash_core::report::read_report;
+use gpu_crash_core::{game_data_dir, REPORTS_DIR_NAME};
 
 use crate::error::CliError;
 use crate::{layer, CliResult};

@@ -1,7 +1,7 @@
 //! The tool's errors: each prints as one line, and says which exit code it ends with.
 
-use bevy_gpu_crash_reporter::report::ReportError;
-use bevy_gpu_crash_reporter::{DsnError, OutboxError, ProbeError};
+use gpu_crash_core::report::ReportError;
+use gpu_crash_core::{DsnError, OutboxError, ProbeError};
 
 /// Why a subcommand stopped.
 #[derive(Debug, thiserror::Error)]

@@ -5,8 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bevy_gpu_crash_reporter::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYTES};
-use bevy_gpu_crash_reporter::{user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
+use gpu_crash_core::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYTES};
+use gpu_crash_core::{user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 
 use crate::error::CliError;
 use crate::plain_text::escape_controls;

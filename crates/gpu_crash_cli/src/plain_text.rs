@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use bevy_gpu_crash_reporter::report::CrashReport;
+use gpu_crash_core::report::CrashReport;
 
 /// `text` with every character that could steer a terminal escaped.
 pub fn escape_controls(text: &str) -> Cow<'_, str> {

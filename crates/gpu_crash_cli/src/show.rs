@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use bevy_gpu_crash_reporter::report::{
+use gpu_crash_core::report::{
     read_report, BreadcrumbState, CrashKind, CrashReport, Culprit, ObjectState,
 };
 
@@ -317,20 +317,20 @@ fn describe(c: &Culprit) -> String {
 
 /// `mesh "models/tree.mesh", vertex 5 (32-byte vertices at [2816, 6016) of general mesh slab 0),
 /// live, used by oak, birch`.
-fn describe_asset(a: &bevy_gpu_crash_reporter::report::GpuAsset) -> String {
+fn describe_asset(a: &gpu_crash_core::report::GpuAsset) -> String {
     let element = a
         .element_size
         .map(|size| {
             let what = match a.kind {
-                bevy_gpu_crash_reporter::report::AssetKind::MeshIndexData => "indices",
+                gpu_crash_core::report::AssetKind::MeshIndexData => "indices",
                 _ => "vertices",
             };
             format!("{size}-byte {what} at ")
         })
         .unwrap_or_default();
     let state = match a.state {
-        bevy_gpu_crash_reporter::report::ObjectState::Live => "live".to_owned(),
-        bevy_gpu_crash_reporter::report::ObjectState::Freed => {
+        gpu_crash_core::report::ObjectState::Live => "live".to_owned(),
+        gpu_crash_core::report::ObjectState::Freed => {
             format!("freed {} frame(s) before", a.freed_frames_ago.unwrap_or(0))
         }
     };

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bevy_gpu_crash_reporter::report::{read_report, read_vendor_binary, CrashReport};
-use bevy_gpu_crash_reporter::{DeliverySettings, Dsn, Outbox, UploadState};
+use gpu_crash_core::report::{read_report, read_vendor_binary, CrashReport};
+use gpu_crash_core::{DeliverySettings, Dsn, Outbox, UploadState};
 
 use crate::error::CliError;
 use crate::list::{outbox_dir_for, report_files};

@@ -1,0 +1,798 @@
+//! The crash path: from a device loss or a stall to a report on disk, then to the outbox.
+//!
+//! Everything here may run while the render thread is stuck inside wgpu: every wgpu or driver call is
+//! time-boxed on a helper thread, and GPU progress is read from marker memory, not asked of wgpu.
+//! Every entry runs under [`guarded`]: a panic of ours is logged and counted, never the game's.
+//!
+//! What each thread does, at most (bounds are the constants below and the settings):
+//! - device loss: the thread that saw it (Bevy's main thread, inside its render-error handling, or
+//!   a panicking thread) only keeps the index on the lost device (a pin and a hold, two atomic
+//!   stores) and starts a report thread; it returns at once, so a game that recovers does not
+//!   stall. The report thread makes the fault query ([`QUERY_TIMEOUT`]) and the allocator report
+//!   ([`QUERY_TIMEOUT`]) on the lost device (kept alive by its session until then), builds, writes
+//!   and queues the report, then uploads it within `upload_timeout`. An app that quits on the loss
+//!   waits for it (see [`CrashHandling::wait_for_reports`]).
+//! - hang (the watchdog thread): the same queries, the report written, queued and uploaded at once;
+//!   a loss of the same device, whenever it comes, joins it (see [`super::hang_then_loss`]). With
+//!   `OnHang::Exit`, it waits up to `loss_wait_after_hang` for that loss before ending the process.
+//! - a report that cannot be written to disk, or queued, is sent from memory (consent permitting);
+//!   its notes say where it could not be written.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{error, info, warn};
+
+use super::exit::{exit_now, OnHang};
+use super::hang_then_loss::ReportedHang;
+use super::session::{DeviceSession, DeviceSessions, LossStart};
+use super::uploads::RunningUploads;
+use super::written::WrittenReports;
+use crate::data_dir::REPORT_DIR_ENV;
+use crate::deliver::sentry_event::fingerprint;
+use crate::deliver::{HeldEnvelope, Outbox};
+use crate::guard::guarded;
+use crate::index::{allocator_names, AddressIndex, IndexerHandle};
+use crate::progress::Stall;
+use crate::report::{self as report_model, write_report, CrashContext};
+use crate::report::{ApplicationInfo, CrashKind, CrashReport};
+use crate::time_box::with_timeout;
+use crate::vulkan::fault::{FaultQueryError, RawFaultInfo};
+use crate::vulkan::GpuCrashCapabilities;
+
+/// Longest wait for wgpu or the driver while building a report (their locks may be held by a render
+/// thread stuck on the GPU).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the driver may take, while the GPU hangs, to answer a KHR fault query.
+const HANG_FAULT_WAIT: Duration = Duration::from_millis(100);
+/// Longest a report takes from its start to disk and outbox: the fault query and the allocator
+/// report (each [`QUERY_TIMEOUT`], plus the KHR wait), and a second for writing and fsyncing the
+/// report and its envelope. A loss waits this long for a hang report of its device still being
+/// built.
+const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 1_000);
+/// Time beyond the bounds above that a wait for the crash path allows: threads to start, envelopes
+/// to be stamped.
+const WAIT_MARGIN: Duration = Duration::from_secs(1);
+
+/// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`]: a game that
+/// survives its crashes (renderer recovery) and crashes again and again must not flood the project.
+///
+/// The first `max_uploads - 1` reports of a fingerprint in a window upload at once; later ones are
+/// held back: each replaces the previous held-back one in the outbox and counts the losses it stands
+/// for (`suppressed_duplicates`). The held-back report is the window's last upload: it goes out when
+/// the app exits, when the same crash comes again after the window, or at the next launch. Every
+/// report is still written to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashLoopLimit {
+    /// Uploads of the same fingerprint in one window, the held-back summary included. Default: 3.
+    pub max_uploads: u32,
+    /// The window. Default: 10 minutes.
+    pub window: Duration,
+}
+
+impl Default for CrashLoopLimit {
+    fn default() -> Self {
+        Self {
+            max_uploads: 3,
+            window: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Crashes of this run, for "how many, how long since the last" and the crash-loop limit.
+#[derive(Default)]
+struct CrashLog {
+    count: u32,
+    last_at: Option<Instant>,
+    fingerprints: Vec<FingerprintLog>,
+}
+
+/// One fingerprint's uploads in its current window.
+struct FingerprintLog {
+    key: Vec<String>,
+    window_start: Instant,
+    uploaded: u32,
+    /// Crashes held back in this window, and the envelope of the latest (which counts them all).
+    held: u32,
+    held_envelope: Option<HeldEnvelope>,
+}
+
+/// What to do with a report's upload.
+#[derive(Debug)]
+enum Upload {
+    /// Enqueue and send now, after releasing the previous window's held-back envelope, if any.
+    Now { release: Option<HeldEnvelope> },
+    /// Hold back in place of this earlier held-back envelope (if any), do not send yet.
+    Hold {
+        /// The fingerprint, to note the new envelope under.
+        key: Vec<String>,
+        replaces: Option<HeldEnvelope>,
+    },
+}
+
+/// What is left to send of a report that is on disk and in the outbox (or could not be).
+enum Delivery {
+    /// No DSN, or held back by the crash-loop limit: nothing to send now.
+    Nothing,
+    /// Queued: flush the outbox.
+    Flush,
+    /// Could not be queued: send it from memory.
+    FromMemory(Box<CrashReport>, Option<Vec<u8>>),
+}
+
+/// How the crash path reports and what it does after: the settings it was started with.
+#[derive(Clone, Debug)]
+pub(crate) struct CrashSettings {
+    /// Where reports are written.
+    pub report_dir: PathBuf,
+    /// The application, as reports name it.
+    pub application: ApplicationInfo,
+    /// A stall this long is a hang.
+    pub hang_timeout: Duration,
+    /// What to do once a hang report is on disk.
+    pub on_hang: OnHang,
+    /// With [`OnHang::Exit`], how long to wait for the loss a hang may become.
+    pub loss_wait_after_hang: Duration,
+    /// Uploads of one crash per window.
+    pub crash_loop: CrashLoopLimit,
+    /// End the process once the loss report is done when the app quits on a loss.
+    pub end_process_after_loss: bool,
+}
+
+/// What the crash path needs, shared by the loss handler, the watchdog thread and the panic hook.
+#[derive(Clone)]
+pub(crate) struct CrashHandling {
+    pub indexer: Arc<IndexerHandle>,
+    pub sessions: DeviceSessions,
+    pub settings: Arc<CrashSettings>,
+    pub reports: WrittenReports,
+    pub outbox: Outbox,
+    /// Who uses each mesh (kept by the application), for reports naming a mesh.
+    pub asset_users: crate::assets::AssetUsers,
+    log: Arc<Mutex<CrashLog>>,
+    /// Loss reports and uploads running on threads of their own; the app's exit waits for them
+    /// (bounded).
+    work: RunningUploads,
+    /// Loss reports are built one at a time, in the order the losses came.
+    turns: LossTurns,
+}
+
+/// Turns of the loss reports: a recovered device can be lost again before the first report is
+/// built, and each report must read its own device's index, which the indexer leaves for the next
+/// device only when that report is done (see [`IndexOnLostDevice`]).
+#[derive(Clone, Default)]
+struct LossTurns(Arc<(Mutex<Turns>, Condvar)>);
+
+#[derive(Default)]
+struct Turns {
+    issued: u64,
+    /// Tickets below this are done.
+    serving: u64,
+}
+
+impl LossTurns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Turns> {
+        self.0 .0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next ticket, in the order of the calls (the losses).
+    fn ticket(&self) -> LossTurn {
+        let mut turns = self.lock();
+        let ticket = turns.issued;
+        turns.issued += 1;
+        LossTurn {
+            turns: self.clone(),
+            ticket,
+        }
+    }
+}
+
+/// One loss report's turn; dropping it (the report built, or its thread unwinding) passes the turn
+/// on.
+struct LossTurn {
+    turns: LossTurns,
+    ticket: u64,
+}
+
+impl LossTurn {
+    /// Waits until the earlier reports are built, at most `limit` (each is bounded; past it this
+    /// one goes ahead rather than wait behind a stuck one).
+    fn wait(&self, limit: Duration) {
+        let (_, turn_changed) = &*self.turns.0;
+        let turns = self.turns.lock();
+        let _ = turn_changed
+            .wait_timeout_while(turns, limit, |t| t.serving < self.ticket)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+impl Drop for LossTurn {
+    fn drop(&mut self) {
+        let mut turns = self.turns.lock();
+        turns.serving = turns.serving.max(self.ticket + 1);
+        self.turns.0 .1.notify_all();
+    }
+}
+
+/// What a loss report holds until it is built: its turn and its device's index. Dropped on every way
+/// out of the report thread, a caught panic included.
+struct LossClaim {
+    turn: LossTurn,
+    _index: IndexOnLostDevice,
+}
+
+/// Keeps the index on a lost device (pinned, unbinds held) until its report is built.
+struct IndexOnLostDevice {
+    indexer: Arc<IndexerHandle>,
+    generation: u32,
+}
+
+impl IndexOnLostDevice {
+    fn new(indexer: Arc<IndexerHandle>, generation: u32) -> Self {
+        // What is torn down from now on (wgpu destroys everything after a loss) stays in the index,
+        // and a recovered device's first events wait until the report has read it.
+        indexer.hold_unbinds(generation);
+        indexer.pin_device(generation);
+        Self {
+            indexer,
+            generation,
+        }
+    }
+}
+
+impl Drop for IndexOnLostDevice {
+    fn drop(&mut self) {
+        self.indexer.release_hold(self.generation);
+        self.indexer.unpin_device(self.generation);
+    }
+}
+
+impl CrashHandling {
+    pub(crate) fn new(
+        indexer: Arc<IndexerHandle>,
+        sessions: DeviceSessions,
+        settings: CrashSettings,
+        outbox: Outbox,
+    ) -> Self {
+        Self {
+            indexer,
+            sessions,
+            settings: Arc::new(settings),
+            reports: WrittenReports::default(),
+            outbox,
+            asset_users: crate::assets::AssetUsers::default(),
+            log: Arc::default(),
+            work: RunningUploads::default(),
+            turns: LossTurns::default(),
+        }
+    }
+
+    /// The current device was reported lost (Bevy's render-error handler, or the panic hook): keeps
+    /// the index on it and hands the report to a thread of its own, then returns. One report per
+    /// device; a loss after the device's hang report joins that report.
+    pub(crate) fn device_lost(&self, wgpu_description: &str, note: Option<String>) {
+        let Some(session) = self.sessions.current() else {
+            return;
+        };
+        if session.is_lost() {
+            return; // this device's loss is already being reported
+        }
+        let started = Instant::now();
+        let claim = LossClaim {
+            turn: self.turns.ticket(),
+            _index: IndexOnLostDevice::new(self.indexer.clone(), session.generation),
+        };
+        // Binding events from here on came after the loss reached us.
+        let ring_at_loss = self.indexer.ring().claimed();
+        let this = self.clone();
+        let description = wgpu_description.to_owned();
+        let job = move || {
+            guarded("device-loss report", || {
+                this.report_loss(&session, &description, note, ring_at_loss, claim)
+            });
+        };
+        // Shared with the thread, so the job still runs here if no thread can be started.
+        let job = Arc::new(Mutex::new(Some(job)));
+        let for_thread = job.clone();
+        let spawned = self.work.spawn("gpu-crash-report", move || {
+            if let Some(job) = take(&for_thread) {
+                job();
+            }
+        });
+        if let Err(err) = spawned {
+            warn!(
+                "GPU crash reporter: cannot start a thread for the loss report ({err}); building \
+                 it on this thread"
+            );
+            if let Some(job) = take(&job) {
+                job();
+            }
+        }
+        info!(
+            "GPU crash reporter: device loss handed to its report thread in {} us",
+            started.elapsed().as_micros()
+        );
+    }
+
+    /// The report thread of a loss: decides with the session whether it joins a hang report, then
+    /// builds, writes, queues and uploads.
+    fn report_loss(
+        &self,
+        session: &Arc<DeviceSession>,
+        wgpu_description: &str,
+        note: Option<String>,
+        ring_at_loss: u64,
+        claim: LossClaim,
+    ) {
+        // Earlier losses' reports first: each is bounded by its build and its wait for a hang report.
+        claim
+            .turn
+            .wait(REPORT_BOUND.saturating_mul(2) + WAIT_MARGIN);
+        let follows = match session.begin_loss(REPORT_BOUND) {
+            LossStart::AlreadyReported => return,
+            LossStart::First => None,
+            LossStart::AfterHang(hang) => Some(hang),
+        };
+        let started = Instant::now();
+        let raw = query_fault_bounded(session, Duration::ZERO, true);
+        let wgpu_note = (raw.description.is_none() && !wgpu_description.is_empty())
+            .then(|| format!("wgpu: {wgpu_description}"));
+        // The first frame the GPU did not finish is the one that faulted; binding events after its
+        // work was submitted (or after the loss reached us) are after the fault.
+        let cut = |index: &AddressIndex| {
+            let faulting = session
+                .timeline
+                .as_ref()
+                .and_then(|t| t.frame(t.completed() + 1));
+            Some(report_model::fault_cut(
+                index,
+                faulting.as_ref(),
+                ring_at_loss,
+            ))
+        };
+        let (mut report, vendor_binary) =
+            self.build(session, CrashKind::DeviceLost, raw, cut, None, wgpu_note);
+        report.notes.extend(note);
+        let vendor_binary = match follows {
+            Some(hang) => {
+                let vendor_binary = vendor_binary.or_else(|| hang.vendor_binary.clone());
+                hang.merge_into(&mut report);
+                info!(
+                    "GPU crash reporter: the device loss follows its hang report: the same report, \
+                     sent to the hang's Sentry issue"
+                );
+                vendor_binary
+            }
+            None => vendor_binary,
+        };
+        // A loss that joins its hang report is the same crash, counted once.
+        let count = report.follows_hang.is_none();
+        let delivery = self.settle(&mut report, vendor_binary.as_deref(), count);
+        session.end_loss();
+        // The index may move on to the next device, and the next loss's report may start.
+        drop(claim);
+        info!(
+            "GPU crash reporter: device loss report on disk {} ms after it started, off the game's \
+             threads",
+            started.elapsed().as_millis()
+        );
+        self.send(delivery, &report.id);
+    }
+
+    /// The watchdog saw a stall of `hang_timeout`: report it at once (once per stall, never for a
+    /// lost device), then apply `on_hang`.
+    pub(crate) fn hang(&self, session: &Arc<DeviceSession>, stall: Stall) {
+        if !session.begin_hang() {
+            return; // the device is lost: its loss report covers the stall
+        }
+        let settled = guarded("hang report", || self.write_hang(session, stall));
+        let (reported, delivery) = match settled {
+            Some((reported, delivery)) => (Some(reported), Some(delivery)),
+            None => (None, None),
+        };
+        let id = reported.as_ref().map(|r| r.report.id.clone());
+        // Always, even after a panic: a loss waiting for this report goes on.
+        session.end_hang(reported);
+        if let (Some(delivery), Some(id)) = (delivery, id) {
+            guarded("hang upload", || self.send(delivery, &id));
+        }
+        if let OnHang::Exit(code) = self.settings.on_hang {
+            // A driver may still turn the hang into a loss with fault addresses: give it
+            // `loss_wait_after_hang`, and its report the time it takes, before the process ends.
+            if session.wait_for_loss(self.settings.loss_wait_after_hang) {
+                session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
+            }
+            self.wait_for_reports();
+            exit_now(code);
+        }
+    }
+
+    /// Builds, writes and queues the hang report.
+    fn write_hang(&self, session: &Arc<DeviceSession>, stall: Stall) -> (ReportedHang, Delivery) {
+        let raw = query_fault_bounded(session, HANG_FAULT_WAIT, false);
+        let cut = stalled_frame_cut(session, stall);
+        let (mut report, vendor_binary) = self.build(
+            session,
+            CrashKind::GpuHang,
+            raw,
+            |_: &AddressIndex| cut,
+            Some(stall),
+            None,
+        );
+        let delivery = self.settle(&mut report, vendor_binary.as_deref(), true);
+        let reported = ReportedHang {
+            report,
+            vendor_binary,
+            reported_at: Instant::now(),
+        };
+        (reported, delivery)
+    }
+
+    /// Builds a report of `kind` from what the index, the timeline and the driver know; `cut` reads
+    /// the fault's ring position off the index.
+    fn build(
+        &self,
+        session: &DeviceSession,
+        kind: CrashKind,
+        raw: RawFaultInfo,
+        cut: impl FnOnce(&AddressIndex) -> Option<u64>,
+        stall: Option<Stall>,
+        wgpu_note: Option<String>,
+    ) -> (CrashReport, Option<Vec<u8>>) {
+        let watchdog_timeout = raw.watchdog_timeout;
+        let allocator_device = session.device.clone();
+        let allocator_blocks = with_timeout(QUERY_TIMEOUT, move || {
+            allocator_device
+                .generate_allocator_report()
+                .map(|r| allocator_names::blocks_of(&r))
+        })
+        .flatten();
+        let mut index = self.indexer.flush();
+        let cut = cut(&index);
+        let ctx = CrashContext {
+            capabilities: &session.capabilities,
+            application: &self.settings.application,
+            frame: self.indexer.ring().current_frame(),
+            binding_events_dropped: self.indexer.ring().dropped(),
+            allocator_blocks,
+            timeline: session.timeline.as_ref(),
+            cut,
+            device_generation: session.generation,
+            assets: Some(&session.assets),
+            asset_users: Some(&self.asset_users),
+        };
+        let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);
+        report.notes.extend(wgpu_note);
+        if let Some(stall) = stall {
+            let submitted_at = session
+                .timeline
+                .as_ref()
+                .and_then(|t| t.frame(stall.frame))
+                .and_then(|f| f.submitted_at);
+            report_model::add_hang_info(
+                &mut report,
+                &index,
+                stall,
+                submitted_at,
+                self.settings.hang_timeout,
+                watchdog_timeout,
+            );
+        }
+        drop(index);
+        (report, vendor_binary)
+    }
+
+    /// Counts the crash (unless `count` is off: a loss joining its hang report), writes the report
+    /// and queues its envelope, or holds it back under the crash-loop limit. What is left to send
+    /// is returned.
+    fn settle(
+        &self,
+        report: &mut CrashReport,
+        vendor_binary: Option<&[u8]>,
+        count: bool,
+    ) -> Delivery {
+        let upload = if count {
+            self.count_crash(report)
+        } else {
+            Upload::Now { release: None }
+        };
+        match persist(&self.settings.report_dir, report, vendor_binary) {
+            Ok(path) => self.reports.push(path),
+            Err(why) => report.notes.push(why),
+        }
+        match upload {
+            Upload::Now { release } => {
+                if let Some(old) = release {
+                    // The previous window's held-back report goes first (oldest first).
+                    if let Err(err) = self.outbox.release(old) {
+                        error!("GPU crash reporter: {err}");
+                    }
+                }
+                self.queue(report, vendor_binary)
+            }
+            Upload::Hold { key, replaces } => self.hold(report, vendor_binary, key, replaces),
+        }
+    }
+
+    /// Queues a held-back report in place of the previous one; it is sent later (see
+    /// [`CrashLoopLimit`]). One that cannot be held back is queued to be sent now instead: over
+    /// the limit, but not lost.
+    fn hold(
+        &self,
+        report: &mut CrashReport,
+        vendor_binary: Option<&[u8]>,
+        key: Vec<String>,
+        replaces: Option<HeldEnvelope>,
+    ) -> Delivery {
+        warn!(
+            "GPU crash report held back: the same crash was uploaded {} time(s) in the last {} s \
+             (crash loop); it is sent, counting {} earlier loss(es), when the app exits or the crash \
+             recurs after the window",
+            self.settings.crash_loop.max_uploads.saturating_sub(1),
+            self.settings.crash_loop.window.as_secs(),
+            report.suppressed_duplicates
+        );
+        if self.outbox.dsn().is_none() {
+            return Delivery::Nothing;
+        }
+        let (kept, delivery) = match self.outbox.hold(report, vendor_binary) {
+            Ok(held) => {
+                if let Some(old) = replaces {
+                    // The new one (queued above) counts the old one's losses too.
+                    old.discard();
+                }
+                (Some(held), Delivery::Nothing)
+            }
+            Err(err) => {
+                error!(
+                    "GPU crash report could not be held back in {}: {err}; it is queued to be sent \
+                     now instead",
+                    self.outbox.dir().display()
+                );
+                (replaces, self.queue(report, vendor_binary))
+            }
+        };
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = log.fingerprints.iter_mut().find(|f| f.key == key) {
+            entry.held_envelope = kept;
+        }
+        delivery
+    }
+
+    /// The app is exiting: lets the crash path's threads finish and sends the held-back
+    /// crash-loop reports, each within the upload timeout.
+    pub(crate) fn at_exit(&self) {
+        self.wait_for_reports();
+        let held: Vec<HeldEnvelope> = {
+            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            log.fingerprints
+                .iter_mut()
+                .filter_map(|f| f.held_envelope.take())
+                .collect()
+        };
+        if held.is_empty() {
+            return;
+        }
+        for envelope in held {
+            if let Err(err) = self.outbox.release(envelope) {
+                error!("GPU crash reporter: {err}");
+            }
+        }
+        let summary = self.outbox.flush_at_crash();
+        info!(
+            "GPU crash reporter: sent {} held-back crash-loop report(s) at exit",
+            summary.sent
+        );
+    }
+
+    /// Waits for this run's loss reports and their uploads (from any thread; every waiter sees them
+    /// end). Each ends by itself: its report within [`REPORT_BOUND`] (plus the wait for a hang
+    /// report it joins), its upload within the upload timeout.
+    pub(crate) fn wait_for_reports(&self) {
+        let limit = REPORT_BOUND
+            .saturating_mul(2)
+            .saturating_add(self.outbox.settings().upload_timeout)
+            .saturating_add(WAIT_MARGIN);
+        if !self.work.wait(limit) {
+            warn!(
+                "GPU crash reporter: a report or upload still runs after {} ms; what it did not \
+                 send stays in the outbox for the next launch",
+                limit.as_millis()
+            );
+        }
+    }
+
+    /// Queues the report for upload; one that cannot be queued is to be sent from memory.
+    fn queue(&self, report: &mut CrashReport, vendor_binary: Option<&[u8]>) -> Delivery {
+        if self.outbox.dsn().is_none() {
+            match self.outbox.dsn_error() {
+                Some(err) => error!("GPU crash report not uploaded: bad Sentry DSN: {err}"),
+                None => {
+                    info!(
+                        "GPU crash report not uploaded: no Sentry DSN configured (set SENTRY_DSN)"
+                    )
+                }
+            }
+            return Delivery::Nothing;
+        }
+        match self.outbox.enqueue(report, vendor_binary) {
+            Ok(_) => Delivery::Flush,
+            Err(err) => {
+                error!("GPU crash report could not be queued for upload: {err}; sending it from memory");
+                report
+                    .notes
+                    .push(format!("not queued for a later upload: {err}"));
+                Delivery::FromMemory(Box::new(report.clone()), vendor_binary.map(<[u8]>::to_vec))
+            }
+        }
+    }
+
+    /// Sends what [`Self::settle`] left, on this thread, within `upload_timeout`. What does not go
+    /// out stays in the outbox for the next launch.
+    fn send(&self, delivery: Delivery, report_id: &str) {
+        match delivery {
+            Delivery::Nothing => {}
+            Delivery::Flush => flush_and_say(&self.outbox, report_id),
+            Delivery::FromMemory(report, vendor_binary) => {
+                match self
+                    .outbox
+                    .send_from_memory(&report, vendor_binary.as_deref())
+                {
+                    Ok(_) => eprintln!(
+                        "GPU crash report uploaded to Sentry from memory (event {}); no copy is on disk",
+                        report.event_id()
+                    ),
+                    Err(why) => error!(
+                        "GPU crash report {} is lost: not on disk, and not uploaded ({why})",
+                        report.id
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Counts the crash into the report (how many this run, since when) and decides its upload under
+    /// the crash-loop limit.
+    fn count_crash(&self, report: &mut CrashReport) -> Upload {
+        let now = Instant::now();
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.count += 1;
+        report.crashes_this_run = log.count;
+        report.ms_since_previous_crash = log
+            .last_at
+            .map(|t| now.saturating_duration_since(t).as_millis() as u64);
+        log.last_at = Some(now);
+        let key = fingerprint(report);
+        let limit = self.settings.crash_loop;
+        let index = match log.fingerprints.iter().position(|f| f.key == key) {
+            Some(i) => i,
+            None => {
+                log.fingerprints.push(FingerprintLog {
+                    key,
+                    window_start: now,
+                    uploaded: 0,
+                    held: 0,
+                    held_envelope: None,
+                });
+                log.fingerprints.len() - 1
+            }
+        };
+        let entry = &mut log.fingerprints[index];
+        let mut release = None;
+        if now.saturating_duration_since(entry.window_start) >= limit.window {
+            // A new window. A report held back in the old one is released into the outbox: the
+            // upload below sends it first (oldest first), so it is not lost.
+            entry.window_start = now;
+            entry.uploaded = 0;
+            entry.held = 0;
+            release = entry.held_envelope.take();
+        }
+        if entry.uploaded + 1 < limit.max_uploads {
+            entry.uploaded += 1;
+            report.suppressed_duplicates = 0;
+            return Upload::Now { release };
+        }
+        entry.held += 1;
+        report.suppressed_duplicates = entry.held - 1;
+        Upload::Hold {
+            key: entry.key.clone(),
+            replaces: entry.held_envelope.take(),
+        }
+    }
+}
+
+/// Takes a job shared with a thread that may or may not have started.
+fn take<F>(job: &Mutex<Option<F>>) -> Option<F> {
+    job.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
+/// Ring position after the stalled frame's work was submitted: later binding events came after the
+/// GPU stopped and do not resolve a hang's fault addresses. `None` without the frame's markers.
+fn stalled_frame_cut(session: &DeviceSession, stall: Stall) -> Option<u64> {
+    session
+        .timeline
+        .as_ref()
+        .and_then(|t| t.frame(stall.frame))
+        .and_then(|f| f.ring_after)
+}
+
+/// [`crate::vulkan::query_device_fault`] on its own thread, for at most [`QUERY_TIMEOUT`] plus the
+/// KHR wait.
+fn query_fault_bounded(
+    session: &DeviceSession,
+    khr_timeout: Duration,
+    device_lost: bool,
+) -> RawFaultInfo {
+    let (device, caps): (wgpu::Device, GpuCrashCapabilities) =
+        (session.device.clone(), session.capabilities.clone());
+    with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
+        crate::vulkan::query_device_fault(&device, &caps, khr_timeout, device_lost)
+    })
+    .unwrap_or_else(|| RawFaultInfo {
+        errors: vec![FaultQueryError::TimedOut(QUERY_TIMEOUT + khr_timeout)],
+        ..Default::default()
+    })
+}
+
+/// Flushes the outbox (this report and any other waiting) within `upload_timeout` and says what
+/// happened.
+fn flush_and_say(outbox: &Outbox, report_id: &str) {
+    let summary = outbox.flush_at_crash();
+    if summary.sent > 0 {
+        info!("GPU crash report uploaded ({} envelope(s))", summary.sent);
+        eprintln!("GPU crash report uploaded to Sentry (event {report_id})");
+    } else {
+        warn!(
+            "GPU crash report not uploaded yet ({}); it stays in {} for the next launch",
+            summary
+                .last_error
+                .as_deref()
+                .or(summary.stopped.as_deref())
+                .unwrap_or("no attempt"),
+            outbox.dir().display()
+        );
+    }
+}
+
+/// Writes the report and prints the human lines; on failure logs why and returns it as a note for
+/// the report (the game keeps its own crash policy either way).
+fn persist(
+    dir: &Path,
+    report: &mut CrashReport,
+    vendor_binary: Option<&[u8]>,
+) -> Result<PathBuf, String> {
+    announce_summary(report);
+    match write_report(dir, report, vendor_binary) {
+        Ok(path) => {
+            eprintln!("GPU crash report written to {}", path.display());
+            tracing::error!("GPU crash report written to {}", path.display());
+            Ok(path)
+        }
+        Err(err) => {
+            tracing::error!(
+                "GPU crash report could NOT be written to {}: {err} (set {REPORT_DIR_ENV} to a writable directory)",
+                dir.display()
+            );
+            eprintln!(
+                "GPU crash report could NOT be written to {}: {err}",
+                dir.display()
+            );
+            Err(format!(
+                "not saved on the player's machine: {} could not be written: {err}",
+                dir.display()
+            ))
+        }
+    }
+}
+
+fn announce_summary(report: &CrashReport) {
+    for fault in &report.faults {
+        eprintln!("{}", fault.summary);
+        tracing::error!("{}", fault.summary);
+    }
+    if report.faults.is_empty() {
+        eprintln!("{}", report.summary);
+        tracing::error!("{}", report.summary);
+    }
+}

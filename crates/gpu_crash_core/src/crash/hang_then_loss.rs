@@ -1,0 +1,80 @@
+//! One fault, one report: a GPU hang that the driver later turns into a device loss.
+//!
+//! Drivers reset a hung GPU after a lockup timeout of their own, and the device is then lost, often
+//! with fault addresses and a vendor binary the hang report could not have. How long that takes is
+//! the driver's choice: Windows' TDR 2 s, amdgpu 10 s, NVIDIA on Linux 13.5 s after our 5 s hang
+//! report (docs/driver-facts.md), and some drivers never do. No fixed window fits them all, so
+//! nothing waits for the loss:
+//! - the hang report is written and sent at once (a player who kills the frozen game loses
+//!   nothing, and a hang whose device never dies is reported promptly);
+//! - a loss of the same device, whenever it comes, rewrites **the same report file** (same id) with
+//!   the loss's fault info and verdict, the hang's stall kept, and is sent as a second event of the
+//!   **same Sentry issue**: the hang's fingerprint, an event id of its own (Sentry drops a second
+//!   event with an id it has seen). See [`crate::report::HangFollowUp`].
+//!
+//! Which of the two comes first is decided under one lock per device (see
+//! [`super::session::DeviceSession::begin_loss`]).
+
+use std::time::Instant;
+
+use crate::deliver::sentry_event::fingerprint;
+use crate::report::{CrashReport, HangFollowUp};
+
+/// A hang report written and sent; a later loss of its device joins it.
+pub(crate) struct ReportedHang {
+    /// The report as written.
+    pub report: CrashReport,
+    /// Its raw vendor binary, written beside it.
+    pub vendor_binary: Option<Vec<u8>>,
+    /// When it was written.
+    pub reported_at: Instant,
+}
+
+impl ReportedHang {
+    /// Makes `loss` (the report of the device loss that followed) the one report of this fault: the
+    /// hang report's id and time, so its file on disk is replaced rather than joined by a second;
+    /// the hang's stall section and crash counts; a note and a summary that say both happened; and
+    /// the hang's fingerprint with an event id of its own, so Sentry files it under the hang's issue.
+    pub(crate) fn merge_into(self, loss: &mut CrashReport) {
+        let hang = self.report;
+        let waited = self.reported_at.elapsed().as_millis() as u64;
+        loss.follows_hang = Some(HangFollowUp {
+            hang_event_id: hang.event_id().to_owned(),
+            event_id: uuid::Uuid::new_v4().simple().to_string(),
+            fingerprint: hang
+                .follows_hang
+                .as_ref()
+                .map_or_else(|| fingerprint(&hang), |f| f.fingerprint.clone()),
+            loss_after_ms: waited,
+        });
+        loss.id = hang.id;
+        loss.timestamp_ms = hang.timestamp_ms;
+        loss.time = hang.time;
+        loss.crashes_this_run = hang.crashes_this_run;
+        loss.ms_since_previous_crash = hang.ms_since_previous_crash;
+        loss.suppressed_duplicates = hang.suppressed_duplicates;
+        if loss.gpu_stage.is_none() {
+            loss.gpu_stage = hang.gpu_stage;
+        }
+        if let Some(info) = &hang.hang {
+            if loss.hang.is_none() {
+                loss.summary = format!(
+                    "{} (after a GPU hang of {} ms in frame {})",
+                    loss.summary, info.stalled_ms, info.oldest_pending_frame
+                );
+            }
+        }
+        loss.notes.insert(
+            0,
+            format!(
+                "this report replaces the GPU hang report of the same id, written and sent {waited} ms \
+                 before the device was lost; the loss is sent as a second event of the hang's \
+                 issue: {}",
+                hang.summary
+            ),
+        );
+        if loss.hang.is_none() {
+            loss.hang = hang.hang;
+        }
+    }
+}

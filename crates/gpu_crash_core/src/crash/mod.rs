@@ -1,0 +1,22 @@
+//! Crash handling: per-device sessions, the device's GPU ledger and breadcrumbs, the hang watchdog,
+//! and the path from a device loss or a stall to a report on disk and in the outbox.
+
+mod breadcrumbs;
+mod exit;
+mod frames;
+mod handler;
+mod hang_then_loss;
+pub(crate) mod panic_hook;
+mod session;
+mod uploads;
+mod watchdog;
+mod written;
+
+pub use breadcrumbs::{BreadcrumbRecorder, Mark};
+pub(crate) use exit::exit_now;
+pub use exit::OnHang;
+pub use handler::CrashLoopLimit;
+pub(crate) use handler::{CrashHandling, CrashSettings};
+pub(crate) use session::DeviceSessions;
+pub(crate) use watchdog::Watchdog;
+pub use written::WrittenReports;

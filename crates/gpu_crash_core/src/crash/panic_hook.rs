@@ -1,0 +1,114 @@
+//! A game that panics after the GPU was lost, before Bevy's render error handler ran, still gets its
+//! loss report.
+//!
+//! Bevy learns of a device loss from wgpu's device-lost callback but acts on it only at the next
+//! extract; the rest of the frame runs on a lost device, and Bevy code that maps a buffer created
+//! then panics (`Buffer::get_mapped_range`: "Buffer with '' label is invalid", measured on lavapipe
+//! with a loss at the mesh slab resize submit). Without this hook that panic ends the process and
+//! the loss is never reported.
+//!
+//! On a panic the hook asks wgpu whether the device is lost: `Device::poll(Poll)` panics with
+//! "Parent device is lost" on a lost device (wgpu 29 treats it as fatal), so the probe runs on its
+//! own thread, bounded in time, its panic caught and kept quiet. Lost: the loss report is written
+//! and its upload waited for (bounded) before the previous hook runs and the panic goes on.
+//!
+//! All of the hook's own work runs on a thread of its own, under [`guarded`]: a second panic on the
+//! panicking thread, inside its hook, would abort the process, whatever catches it.
+
+use std::panic::PanicHookInfo;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::CrashHandling;
+use crate::guard::guarded;
+use crate::time_box::with_timeout;
+
+/// The app whose crash path the hook serves (the last one built in this process).
+static CURRENT: Mutex<Option<CrashHandling>> = Mutex::new(None);
+/// Installed once per process.
+static INSTALLED: OnceLock<()> = OnceLock::new();
+/// Name of the probe's thread: its own (expected) panic is not reported nor printed.
+const PROBE_THREAD: &str = "gpu-crash-loss-probe";
+/// Name of the thread that does the hook's work: a panic there is ours, caught by [`guarded`];
+/// the hook only lets the previous hook print it (no probe for it, no recursion).
+const HOOK_THREAD: &str = "gpu-crash-panic-hook";
+/// How long the probe may take: a lost device answers at once; a hung wgpu lock does not.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Serves `crash` from now on, installing the hook the first time.
+pub(crate) fn install(crash: CrashHandling) {
+    *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Some(crash);
+    INSTALLED.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            match std::thread::current().name() {
+                Some(PROBE_THREAD) => return, // the probe's answer, not a crash
+                Some(HOOK_THREAD) => return previous(info),
+                _ => {}
+            }
+            let message = panic_message(info);
+            // Bounded by the probe, the report and its upload: the same bound the app's exit
+            // allows the crash path.
+            let hook_work = std::thread::Builder::new()
+                .name(HOOK_THREAD.into())
+                .spawn(move || {
+                    guarded("panic hook", || report_if_lost(&message));
+                });
+            if let Ok(thread) = hook_work {
+                let _ = thread.join();
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// The app is gone: the hook no longer holds its crash path (which keeps its render device alive).
+pub(crate) fn forget() {
+    *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+/// The panic's message, as text.
+fn panic_message(info: &PanicHookInfo<'_>) -> String {
+    info.payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+fn report_if_lost(message: &str) {
+    let Some(crash) = CURRENT.try_lock().ok().and_then(|current| current.clone()) else {
+        return; // no app, or a panic inside this hook's own bookkeeping
+    };
+    let Some(session) = crash.sessions.current() else {
+        return;
+    };
+    if session.is_lost() {
+        return; // already reported (or being reported)
+    }
+    let device = session.device.clone();
+    let lost = with_timeout(PROBE_TIMEOUT, move || {
+        let probe = std::thread::Builder::new()
+            .name(PROBE_THREAD.into())
+            .spawn(move || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let _ = device.poll(wgpu::PollType::Poll);
+                }))
+                .is_err()
+            });
+        probe.ok().and_then(|t| t.join().ok()).unwrap_or(false)
+    })
+    .unwrap_or(false);
+    if !lost {
+        return;
+    }
+    let first_line = message.lines().next().unwrap_or_default();
+    crash.device_lost(
+        "",
+        Some(format!(
+            "reported from a panic on the lost device, before Bevy's render error handler ran: \
+             {first_line}"
+        )),
+    );
+    crash.wait_for_reports();
+}

@@ -1,0 +1,244 @@
+//! One device's crash-reporting state. An application may build a new device after a loss (Bevy's
+//! renderer recovery does); each gets its own session, so nothing of an old device leaks into a new
+//! device's report.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::hang_then_loss::ReportedHang;
+use crate::progress::GpuTimeline;
+use crate::vulkan::{BindingMessenger, GpuCrashCapabilities};
+
+/// Everything the reporter knows about one device.
+pub(crate) struct DeviceSession {
+    /// 1 for the app's first device, one more after each renderer recovery.
+    pub generation: u32,
+    /// The device's binding messenger, if one was registered. Declared before `device`, so it is
+    /// destroyed before the device (which holds the Vulkan instance) can go.
+    pub messenger: Option<BindingMessenger>,
+    pub device: wgpu::Device,
+    pub capabilities: GpuCrashCapabilities,
+    /// GPU-written progress; `None` where the marker memory could not be made (watchdog off).
+    pub timeline: Option<GpuTimeline>,
+    /// The application's assets behind this device's buffers and images (fed by the application).
+    pub assets: crate::assets::SharedAssetMap,
+    /// Set (inside `fault`'s lock) when the device's loss reaches us; read without the lock every
+    /// watchdog tick and by the panic hook.
+    lost: AtomicBool,
+    /// Where this device's fault reporting stands: the one place that decides whether a hang and a
+    /// loss are one fault (see [`FaultPhase`]).
+    fault: Mutex<FaultPhase>,
+    /// Signalled whenever `fault` changes.
+    fault_changed: Condvar,
+}
+
+/// Where one device's fault reporting stands. Every change happens under one lock, whichever of the
+/// watchdog (a hang) and the loss handler (a device loss) gets there first, so one fault is one
+/// report whatever the timing: a loss that arrives while the hang report is being built waits for
+/// it and then joins it, and a stall seen after the loss is no second report.
+enum FaultPhase {
+    /// Nothing reported.
+    Healthy,
+    /// The watchdog is building and sending a hang report.
+    HangReporting,
+    /// A hang report was written and sent (or queued); a later loss of this device joins it.
+    HangReported(Box<ReportedHang>),
+    /// The device is lost; its report is being built (`done: false`) or is queued.
+    Lost { done: bool },
+}
+
+/// What the loss handler is to report, decided by [`DeviceSession::begin_loss`].
+pub(crate) enum LossStart {
+    /// This device's loss is already reported (or being reported): nothing to do.
+    AlreadyReported,
+    /// No hang report of this device: a report of its own.
+    First,
+    /// The loss of a device whose hang was reported: the same fault, the same report.
+    AfterHang(Box<ReportedHang>),
+}
+
+impl DeviceSession {
+    fn phase(&self) -> MutexGuard<'_, FaultPhase> {
+        self.fault.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The watchdog saw a stall: true when it is to report it (the device is not lost and no hang
+    /// report of it is being built). A stall after an earlier hang that the GPU recovered from is a
+    /// new fault: its report replaces the earlier one as the one a later loss joins.
+    pub(crate) fn begin_hang(&self) -> bool {
+        let mut phase = self.phase();
+        match *phase {
+            FaultPhase::Healthy | FaultPhase::HangReported(_) => {
+                *phase = FaultPhase::HangReporting;
+                true
+            }
+            FaultPhase::HangReporting | FaultPhase::Lost { .. } => false,
+        }
+    }
+
+    /// The hang report is written and sent (`Some`), or could not be built (`None`).
+    pub(crate) fn end_hang(&self, reported: Option<ReportedHang>) {
+        let mut phase = self.phase();
+        if matches!(*phase, FaultPhase::HangReporting) {
+            *phase = match reported {
+                Some(hang) => FaultPhase::HangReported(Box::new(hang)),
+                None => FaultPhase::Healthy,
+            };
+        }
+        self.fault_changed.notify_all();
+    }
+
+    /// The device is lost: marks it so at once (the watchdog stops judging it) and decides what to
+    /// report. A hang report still being built is waited for, at most `hang_wait`, so the loss joins
+    /// it instead of becoming a second report.
+    pub(crate) fn begin_loss(&self, hang_wait: Duration) -> LossStart {
+        let mut phase = self.phase();
+        if matches!(*phase, FaultPhase::Lost { .. }) {
+            return LossStart::AlreadyReported;
+        }
+        // Release: the watchdog and the panic hook (Acquire in `is_lost`) stop at once.
+        self.lost.store(true, Ordering::Release);
+        let until = Instant::now().checked_add(hang_wait);
+        while matches!(*phase, FaultPhase::HangReporting) {
+            let left = until.map_or(hang_wait, |u| u.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                break;
+            }
+            phase = self
+                .fault_changed
+                .wait_timeout(phase, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        let before = std::mem::replace(&mut *phase, FaultPhase::Lost { done: false });
+        self.fault_changed.notify_all();
+        match before {
+            FaultPhase::HangReported(hang) => LossStart::AfterHang(hang),
+            _ => LossStart::First,
+        }
+    }
+
+    /// The loss report is on disk and queued (or could not be).
+    pub(crate) fn end_loss(&self) {
+        *self.phase() = FaultPhase::Lost { done: true };
+        self.fault_changed.notify_all();
+    }
+
+    /// Waits, at most `wait`, until the loss report is done; returns whether it is.
+    pub(crate) fn wait_for_loss_report(&self, wait: Duration) -> bool {
+        self.wait_for_phase(wait, |p| matches!(p, FaultPhase::Lost { done: true }))
+    }
+
+    /// Waits, at most `wait`, until the device is reported lost; returns whether it was.
+    pub(crate) fn wait_for_loss(&self, wait: Duration) -> bool {
+        self.wait_for_phase(wait, |p| matches!(p, FaultPhase::Lost { .. }))
+    }
+
+    /// Waits, at most `wait`, until the fault phase is `reached`; returns whether it is.
+    fn wait_for_phase(&self, wait: Duration, reached: impl Fn(&FaultPhase) -> bool) -> bool {
+        let (phase, _) = self
+            .fault_changed
+            .wait_timeout_while(self.phase(), wait, |p| !reached(p))
+            .unwrap_or_else(|p| p.into_inner());
+        reached(&phase)
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        // Acquire: pairs with the Release in `begin_loss`.
+        self.lost.load(Ordering::Acquire)
+    }
+}
+
+/// Longest wait for the GPU when a device's session ends (app exit, renderer recovery): a hung GPU
+/// must not freeze the exit.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
+impl Drop for DeviceSession {
+    /// Lets the GPU finish what we submitted (bounded; skipped on a lost device, where nothing runs
+    /// any more) before the marker memory is freed: it goes with this session, while the device still
+    /// lives (the marker buffer holds a device handle of its own).
+    fn drop(&mut self) {
+        let Some(timeline) = &self.timeline else {
+            return;
+        };
+        if self.is_lost() || timeline.completed() >= timeline.last_submitted() {
+            return;
+        }
+        // wgpu panics (instead of returning an error) when the device is lost and the loss has not
+        // reached us yet (the game panicked first): this drop may run on the watchdog thread.
+        let device = &self.device;
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            device.poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(RELEASE_WAIT),
+            })
+        }));
+        match waited {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::warn!(
+                "GPU crash reporter: the GPU did not finish its work within {RELEASE_WAIT:?} ({err}); \
+                 freeing the progress markers anyway, before the device goes"
+            ),
+            Err(_) => tracing::warn!(
+                "GPU crash reporter: wgpu refused to wait for the GPU (device lost or invalid); \
+                 freeing the progress markers without waiting"
+            ),
+        }
+    }
+}
+
+/// The sessions of this app, shared by the application's threads, the loss handler and the watchdog.
+#[derive(Clone, Default)]
+pub(crate) struct DeviceSessions(Arc<Mutex<Sessions>>);
+
+#[derive(Default)]
+struct Sessions {
+    current: Option<Arc<DeviceSession>>,
+}
+
+impl DeviceSessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live device's session, if one was started.
+    pub(crate) fn current(&self) -> Option<Arc<DeviceSession>> {
+        self.lock().current.clone()
+    }
+
+    /// Ends the current session (the application exits): the device, its messenger and its
+    /// markers are let go (the markers after the GPU's work, bounded).
+    pub(crate) fn end(&self) {
+        let ended = self.lock().current.take();
+        drop(ended);
+    }
+
+    /// Starts the session of device `generation` (the old one is released).
+    pub(crate) fn start(
+        &self,
+        generation: u32,
+        messenger: Option<BindingMessenger>,
+        device: wgpu::Device,
+        capabilities: GpuCrashCapabilities,
+        timeline: Option<GpuTimeline>,
+        assets: crate::assets::SharedAssetMap,
+    ) -> Arc<DeviceSession> {
+        let session = Arc::new(DeviceSession {
+            generation,
+            messenger,
+            device,
+            capabilities,
+            timeline,
+            assets,
+            lost: AtomicBool::new(false),
+            fault: Mutex::new(FaultPhase::Healthy),
+            fault_changed: Condvar::new(),
+        });
+        let previous = self.lock().current.replace(session.clone());
+        // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog
+        // takes this lock every tick.
+        drop(previous);
+        session
+    }
+}

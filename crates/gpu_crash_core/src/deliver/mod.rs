@@ -1,0 +1,37 @@
+//! Deliver: the on-disk outbox and the Sentry upload.
+//!
+//! ```text
+//! CrashReport ─▶ event::sentry_event ─▶ envelope::build_envelope ─▶ Outbox::enqueue (disk, atomic)
+//!                                                                        │
+//!                          Outbox::flush(deadline) / spawn_background_flush ─▶ HTTP POST ─▶ Sentry / Bugsink
+//! ```
+//!
+//! - [`event`]: the Sentry event a developer reads (exception, `gpu` context, tags, breadcrumbs,
+//!   fingerprint, extra), always under 1 MiB.
+//! - [`envelope`]: sentry-types' `Envelope` (event + report JSON + vendor binary attachments).
+//! - [`Dsn`]: sentry-types' DSN, parsed with errors that say what is wrong.
+//! - [`Outbox`]: envelopes are written to disk *before* any send and deleted only after a 2xx; retries
+//!   honour `Retry-After` and `X-Sentry-Rate-Limits` (read by sentry's `RateLimiter`); rejected
+//!   envelopes move to `failed/`; at startup, reports that never reached the outbox are queued again
+//!   ([`requeue`]).
+//! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
+
+mod claim;
+mod dsn;
+pub(crate) mod envelope;
+mod held;
+mod ledger;
+mod outbox;
+mod privacy;
+mod requeue;
+pub(crate) mod sentry_event;
+mod settings;
+mod transport;
+
+pub use dsn::{Dsn, DsnError};
+pub use envelope::build_envelope;
+pub(crate) use held::HeldEnvelope;
+pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
+pub use privacy::redacted_report;
+pub use sentry_event::sentry_event;
+pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};

@@ -1,0 +1,817 @@
+//! The outbox: envelopes on disk until a server has accepted them.
+//!
+//! - [`Outbox::enqueue`] writes the envelope atomically (temp file, fsync, rename) *before* any
+//!   send, so a crash during the upload loses nothing.
+//! - Files are named `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order,
+//!   and the same report enqueued twice is one file (and one Sentry event).
+//! - [`Outbox::flush`] sends oldest first until a deadline. A file is deleted only after a 2xx.
+//!   429 and 5xx (and network errors) are retried after `X-Sentry-Rate-Limits`/`Retry-After` or an
+//!   exponential backoff, as long as the deadline allows; other statuses move the file to `failed/`
+//!   and log the reason once. Only a file that is not an envelope (or is larger than any envelope
+//!   this outbox writes, see [`envelope_read_cap`]), or one the server rejected, goes to `failed/`: a
+//!   file that cannot be opened or read now (permissions, no file descriptors left, I/O error) stays
+//!   for the next flush, and this flush goes on with the newer ones.
+//! - Every file is claimed before it is read (see [`super::claim`]): any number of processes may
+//!   flush one outbox, each envelope is sent once, and nothing another process is sending is deleted.
+//! - Envelopes held back by a rule of their own (crash loop, a hang waiting for its loss) wait in
+//!   `held/` (see [`super::held`]).
+//! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line
+//!   and a marker in `dropped/` (see [`super::ledger`]).
+//! - A sent envelope leaves an empty marker of the same name in `sent/` (the newest
+//!   [`ledger::MAX_MARKERS`] are kept), so a report is uploaded once however often it is queued again
+//!   ([`Outbox::state_of`], as `gpu-crash upload` checks before queueing).
+//! - Files are hostile input: only regular files are read, never through a symlink, at most
+//!   [`envelope_read_cap`] bytes; folders and envelopes are created owner-only (see
+//!   [`crate::safe_fs`]).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use tracing::{error, info, warn};
+
+use sentry::Envelope;
+
+use super::claim::Claim;
+use super::held::{self, HeldEnvelope, HELD_DIR};
+use super::ledger::{self, DROPPED_DIR, SENT_DIR};
+use super::transport::{HttpTransport, SendOutcome};
+use super::{build_envelope, DeliverySettings, Dsn};
+use crate::report::{write_atomically, write_atomically_locked, CrashReport};
+use crate::safe_fs;
+
+/// Extension of envelope files.
+pub const ENVELOPE_EXT: &str = "envelope";
+/// First delay after a 5xx or network error; doubled per failure.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+/// Longest delay after repeated 5xx or network errors.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Below this much time left, a flush does not start another request.
+const MIN_REQUEST_TIME: Duration = Duration::from_millis(50);
+
+/// Why an envelope could not be written to, or read back from, the outbox.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    /// The envelope could not be serialised or written (full disk, permissions).
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The envelope's path.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The envelope file could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The envelope's path.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The file is larger than any envelope this outbox writes: its event and attachment limits
+    /// plus 1 MiB, at least 64 MiB.
+    #[error("{} is larger than the {limit}-byte limit of an envelope", .path.display())]
+    TooLarge {
+        /// The file's path.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
+    /// The file is not a Sentry envelope (truncated, or not written by this crate).
+    #[error("{} is not a Sentry envelope: {source}", .path.display())]
+    Malformed {
+        /// The envelope's path.
+        path: PathBuf,
+        /// sentry-types' reason.
+        source: sentry::protocol::EnvelopeError,
+    },
+}
+
+/// What one [`Outbox::flush`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlushSummary {
+    /// Envelopes accepted (2xx) and deleted.
+    pub sent: usize,
+    /// Envelopes rejected (4xx other than 429) and moved to `failed/`.
+    pub failed: usize,
+    /// HTTP requests made (including retries).
+    pub attempts: usize,
+    /// Envelopes still waiting when the flush returned.
+    pub pending: usize,
+    /// Why the flush stopped with envelopes left (no DSN, no consent, deadline, rate limit, errors).
+    pub stopped: Option<String>,
+    /// The last error seen, in words.
+    pub last_error: Option<String>,
+}
+
+/// Where a report stands in an outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UploadState {
+    /// Its envelope waits in the outbox.
+    Pending,
+    /// The server rejected it; its envelope is in `failed/`.
+    Failed,
+    /// A server accepted it (`sent/` holds its marker).
+    Sent,
+    /// This outbox has never seen it.
+    NotQueued,
+}
+
+impl UploadState {
+    /// In one word, for listings: `pending`, `failed`, `sent`, `not queued`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Failed => "failed",
+            Self::Sent => "sent",
+            Self::NotQueued => "not queued",
+        }
+    }
+}
+
+/// Envelopes on disk and their upload. Cheap to clone; share one per directory in a process.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    failed_dir: PathBuf,
+    settings: DeliverySettings,
+    dsn: Option<Dsn>,
+    dsn_error: Option<String>,
+    transport: HttpTransport,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// No sends before this instant (429, 5xx, network errors, rate-limit headers).
+    blocked_until: Option<Instant>,
+    /// Next delay after a 5xx or network error.
+    backoff: Option<Duration>,
+}
+
+impl Outbox {
+    /// An outbox in `settings.outbox_dir`, sending to [`DeliverySettings::resolve_dsn`].
+    ///
+    /// Never fails: a bad `SENTRY_DSN` is logged (reports then stay on disk) and a directory that
+    /// cannot be created is reported by [`Self::enqueue`].
+    pub fn new(settings: DeliverySettings) -> Self {
+        let (dsn, dsn_error) = match settings.resolve_dsn() {
+            Ok(dsn) => (dsn, None),
+            Err(e) => {
+                error!("GPU crash reporter: {e}; crash reports will stay on disk");
+                (None, Some(e.to_string()))
+            }
+        };
+        let dir = settings.outbox_dir.clone();
+        if let Err(e) = safe_fs::create_private_dir_all(&dir) {
+            warn!(
+                "GPU crash reporter: cannot create the outbox {}: {e}",
+                dir.display()
+            );
+        }
+        Self {
+            inner: Arc::new(Inner {
+                failed_dir: dir.join(FAILED_DIR),
+                dir,
+                settings,
+                dsn,
+                dsn_error,
+                transport: HttpTransport::new(),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// The outbox directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Where rejected envelopes are kept.
+    pub fn failed_dir(&self) -> &Path {
+        &self.inner.failed_dir
+    }
+
+    /// The DSN uploads go to, if any.
+    pub fn dsn(&self) -> Option<&Dsn> {
+        self.inner.dsn.as_ref()
+    }
+
+    /// Why `SENTRY_DSN` was not usable, if it was set but malformed.
+    pub fn dsn_error(&self) -> Option<&str> {
+        self.inner.dsn_error.as_deref()
+    }
+
+    /// The settings this outbox was made with.
+    pub fn settings(&self) -> &DeliverySettings {
+        &self.inner.settings
+    }
+
+    /// Builds the envelope for `report` (see [`build_envelope`]) and writes it into the outbox
+    /// atomically. Nothing is sent; call [`Self::flush`]. Drops the oldest envelopes if the outbox
+    /// is over its bounds (never the one just written).
+    pub fn enqueue(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> Result<PathBuf, OutboxError> {
+        let inner = &self.inner;
+        let path = inner.dir.join(envelope_file_name(report));
+        self.envelope_bytes(report, vendor_binary)
+            .and_then(|envelope| {
+                safe_fs::create_private_dir_all(&inner.dir)?;
+                write_atomically(&path, &envelope)
+            })
+            .map_err(|source| OutboxError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        if inner.dsn.is_none() {
+            info!(
+                "GPU crash report saved to {}; no Sentry DSN is configured (DeliverySettings::dsn or \
+                 SENTRY_DSN), so it stays there",
+                path.display()
+            );
+        } else {
+            info!("GPU crash report queued for upload: {}", path.display());
+        }
+        self.enforce_bounds(&inner.dir, Some(&path));
+        Ok(path)
+    }
+
+    fn envelope_bytes(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut envelope = Vec::new();
+        build_envelope(report, vendor_binary, &self.inner.settings).to_writer(&mut envelope)?;
+        Ok(envelope)
+    }
+
+    /// Writes `report`'s envelope into `held/`, locked by this process: on disk, but no flush sends
+    /// it until [`Self::release`] (or until this process is gone: then the next flush of any process
+    /// does).
+    pub(crate) fn hold(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> Result<HeldEnvelope, OutboxError> {
+        let path = self
+            .inner
+            .dir
+            .join(HELD_DIR)
+            .join(envelope_file_name(report));
+        let file = self
+            .envelope_bytes(report, vendor_binary)
+            .and_then(|envelope| {
+                safe_fs::create_private_dir_all(&self.inner.dir)?;
+                let dir = safe_fs::private_subdir(&self.inner.dir, HELD_DIR)?;
+                write_atomically_locked(&dir.join(envelope_file_name(report)), &envelope)
+            })
+            .map_err(|source| OutboxError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(HeldEnvelope::new(path, file))
+    }
+
+    /// Moves a held envelope into the outbox, for the next flush.
+    pub(crate) fn release(&self, held: HeldEnvelope) -> Result<PathBuf, OutboxError> {
+        let from = held.path().to_owned();
+        let released = held
+            .release_into(&self.inner.dir)
+            .map_err(|source| OutboxError::Write { path: from, source })?;
+        self.enforce_bounds(&self.inner.dir, Some(&released));
+        Ok(released)
+    }
+
+    /// Sends `report` now, from memory, without the outbox (for a report that could not be written
+    /// to disk: a full disk, a read-only folder). Bounded by [`DeliverySettings::upload_timeout`];
+    /// honours consent and the DSN like a flush; one attempt, no retry (nothing is left to retry
+    /// from). Returns the event id, or why it was not sent.
+    pub(crate) fn send_from_memory(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> Result<String, String> {
+        let inner = &self.inner;
+        let dsn = inner.dsn.as_ref().ok_or_else(|| match &inner.dsn_error {
+            Some(e) => format!("no usable DSN: {e}"),
+            None => "no DSN configured".to_owned(),
+        })?;
+        if !inner.settings.upload_consent.allows() {
+            return Err("no upload consent".to_owned());
+        }
+        let bytes = self
+            .envelope_bytes(report, vendor_binary)
+            .map_err(|e| format!("cannot build the envelope: {e}"))?;
+        let (event_id, body) =
+            stamped_for_sending(&bytes, Path::new("(memory)"), dsn).map_err(|e| e.to_string())?;
+        match inner
+            .transport
+            .send(dsn, &body, inner.settings.upload_timeout)
+        {
+            SendOutcome::Accepted { .. } => Ok(event_id),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
+    /// Where `report` stands in the outbox at `dir` (read only: nothing is created or sent).
+    pub fn state_of(dir: &Path, report: &CrashReport) -> UploadState {
+        let name = envelope_file_name(report);
+        let plain = |path: PathBuf| safe_fs::is_plain_file(&path);
+        if ledger::has(dir, SENT_DIR, &name) {
+            UploadState::Sent
+        } else if plain(dir.join(&name)) || plain(dir.join(HELD_DIR).join(&name)) {
+            UploadState::Pending
+        } else if plain(dir.join(FAILED_DIR).join(&name)) {
+            UploadState::Failed
+        } else {
+            UploadState::NotQueued
+        }
+    }
+
+    /// Pending envelopes, oldest first.
+    pub fn pending(&self) -> Vec<PathBuf> {
+        list_envelopes(&self.inner.dir)
+    }
+
+    /// Rejected envelopes in `failed/`, oldest first.
+    pub fn failed(&self) -> Vec<PathBuf> {
+        list_envelopes(&self.inner.failed_dir)
+    }
+
+    /// Sends pending envelopes, oldest first, until none is left or `deadline` passes. Never
+    /// blocks past `deadline` (each request's timeout is cut to the time left) and never panics.
+    pub fn flush(&self, deadline: Instant) -> FlushSummary {
+        let inner = &self.inner;
+        let mut summary = FlushSummary::default();
+        let Some(dsn) = inner.dsn.clone() else {
+            summary.pending = self.pending().len();
+            if summary.pending > 0 {
+                info!(
+                    "GPU crash reporter: no Sentry DSN configured; {} crash report(s) stay in {}",
+                    summary.pending,
+                    inner.dir.display()
+                );
+            }
+            summary.stopped = Some(match &inner.dsn_error {
+                Some(e) => format!("no usable DSN: {e}"),
+                None => "no DSN configured".to_owned(),
+            });
+            return summary;
+        };
+        held::release_orphans(&inner.dir.join(HELD_DIR), &inner.dir);
+        let mut warned_transient = false;
+        // Files this flush cannot open or read now, or could not move to `failed/`: left alone
+        // until the next flush, which tries them again.
+        let mut skipped: HashSet<PathBuf> = HashSet::new();
+        let mut unreadable = 0usize;
+        let mut unreadable_reason = String::new();
+        loop {
+            let now = Instant::now();
+            if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
+                summary.stopped = Some("deadline reached".to_owned());
+                break;
+            }
+            let blocked = self.state().blocked_until.filter(|&t| t > now);
+            if let Some(until) = blocked {
+                if until > deadline {
+                    summary.stopped = Some(format!(
+                        "server asked to wait {:.1} s, past the deadline",
+                        (until - now).as_secs_f64()
+                    ));
+                    break;
+                }
+                std::thread::sleep(until - now);
+                continue;
+            }
+            let mut claim = match self.claim_oldest(&skipped) {
+                Ok(Some(claim)) => claim,
+                Ok(None) => break,
+                Err((path, e)) => {
+                    let reason = format!("cannot open {} now: {e}", path.display());
+                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
+                    summary.last_error = Some(reason.clone());
+                    unreadable_reason = reason;
+                    skipped.insert(path);
+                    unreadable += 1;
+                    continue;
+                }
+            };
+            if !inner.settings.upload_consent.allows() {
+                summary.stopped = Some("no upload consent".to_owned());
+                info!(
+                    "GPU crash reporter: upload consent not given; crash reports stay in {}",
+                    inner.dir.display()
+                );
+                break;
+            }
+            let path = claim.path().to_owned();
+            if ledger::has(&inner.dir, SENT_DIR, &file_name_of(&path)) {
+                // Sent by a flush that died before deleting it: the marker is written first.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            let cap = envelope_read_cap(&inner.settings);
+            let stamped = match claim.read(cap) {
+                Ok(bytes) => stamped_for_sending(&bytes, &path, &dsn),
+                // Larger than any envelope this outbox writes: not one of ours.
+                Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                    Err(OutboxError::TooLarge {
+                        path: path.clone(),
+                        limit: cap,
+                    })
+                }
+                Err(source) => {
+                    let reason = OutboxError::Read {
+                        path: path.clone(),
+                        source,
+                    }
+                    .to_string();
+                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
+                    summary.last_error = Some(reason.clone());
+                    unreadable_reason = reason;
+                    skipped.insert(path);
+                    unreadable += 1;
+                    continue;
+                }
+            };
+            let (event_id, body) = match stamped {
+                Ok(stamped) => stamped,
+                Err(e) => {
+                    let reason = e.to_string();
+                    error!("GPU crash reporter: {reason}; moving it to failed/");
+                    if self.move_to_failed(&mut claim).is_none() {
+                        skipped.insert(path);
+                    }
+                    summary.failed += 1;
+                    summary.last_error = Some(reason);
+                    continue;
+                }
+            };
+            let timeout = inner
+                .settings
+                .upload_timeout
+                .min(deadline.saturating_duration_since(Instant::now()));
+            summary.attempts += 1;
+            let outcome = inner.transport.send(&dsn, &body, timeout);
+            let now = Instant::now();
+            match outcome {
+                SendOutcome::Accepted { status, rate_limit } => {
+                    // The marker first: a flush that dies before the delete leaves a file the next
+                    // flush deletes unsent.
+                    self.record_sent(&path);
+                    if let Err(e) = std::fs::remove_file(&path) {
+                        warn!(
+                            "GPU crash reporter: sent {} but cannot delete it: {e}",
+                            path.display()
+                        );
+                    }
+                    summary.sent += 1;
+                    info!(
+                        "GPU crash report {event_id} delivered to {} (HTTP {status})",
+                        dsn.host()
+                    );
+                    let mut state = self.state();
+                    state.backoff = None;
+                    state.blocked_until = rate_limit.map(|d| now + d);
+                }
+                SendOutcome::RateLimited {
+                    status,
+                    retry_after,
+                } => {
+                    let reason = format!(
+                        "HTTP {status} from {}: rate limited, retrying after {:.1} s",
+                        dsn.host(),
+                        retry_after.as_secs_f64()
+                    );
+                    if !warned_transient {
+                        warn!("GPU crash reporter: {reason}");
+                        warned_transient = true;
+                    }
+                    summary.last_error = Some(reason);
+                    self.state().blocked_until = Some(now + retry_after);
+                }
+                SendOutcome::ServerError {
+                    status,
+                    retry_after,
+                    body,
+                } => {
+                    let reason = format!("HTTP {status} from {}: {body}", dsn.host());
+                    self.back_off(now, retry_after, &reason, &mut warned_transient);
+                    summary.last_error = Some(reason);
+                }
+                SendOutcome::Network(e) => {
+                    let reason = format!("cannot reach {}: {e}", dsn.envelope_url());
+                    self.back_off(now, None, &reason, &mut warned_transient);
+                    summary.last_error = Some(reason);
+                }
+                SendOutcome::Rejected { status, body } => {
+                    let hint = match status {
+                        401 | 403 => " (check the DSN's public key and project id)",
+                        400 => " (malformed DSN key or envelope)",
+                        413 => " (envelope too large)",
+                        _ => "",
+                    };
+                    let kept = match self.move_to_failed(&mut claim) {
+                        Some(target) => format!("kept as {}", target.display()),
+                        None => {
+                            skipped.insert(path.clone());
+                            format!(
+                                "left in {} (failed/ cannot be written)",
+                                inner.dir.display()
+                            )
+                        }
+                    };
+                    let reason = format!(
+                        "{} rejected crash report {event_id} with HTTP {status}{hint}: {body:?}; {kept}",
+                        dsn.host()
+                    );
+                    error!("GPU crash reporter: {reason}");
+                    summary.failed += 1;
+                    summary.last_error = Some(reason);
+                }
+            }
+            drop(claim);
+        }
+        if unreadable > 0 && summary.stopped.is_none() {
+            summary.stopped = Some(format!(
+                "{unreadable} envelope(s) cannot be opened or read now (last: {unreadable_reason}); \
+                 the next flush tries again"
+            ));
+        }
+        summary.pending = self.pending().len();
+        if summary.pending > 0 {
+            info!(
+                "GPU crash reporter: {} crash report(s) wait in {} ({})",
+                summary.pending,
+                inner.dir.display(),
+                summary
+                    .stopped
+                    .as_deref()
+                    .unwrap_or("in use by another flush")
+            );
+        }
+        summary
+    }
+
+    /// [`Self::flush`] for at most [`DeliverySettings::upload_timeout`]: what a dying game calls
+    /// right after [`Self::enqueue`].
+    pub fn flush_at_crash(&self) -> FlushSummary {
+        self.flush(Instant::now() + self.inner.settings.upload_timeout)
+    }
+
+    /// Flushes on a new thread (`gpu-crash-upload`) for at most `budget`: at startup, to send what
+    /// an earlier run left, or right after a crash when the game goes on.
+    pub fn spawn_background_flush(
+        &self,
+        budget: Duration,
+    ) -> std::io::Result<JoinHandle<FlushSummary>> {
+        let outbox = self.clone();
+        std::thread::Builder::new()
+            .name("gpu-crash-upload".to_owned())
+            .spawn(move || outbox.flush(Instant::now() + budget))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves consistent data (plain fields).
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn back_off(
+        &self,
+        now: Instant,
+        retry_after: Option<Duration>,
+        reason: &str,
+        warned: &mut bool,
+    ) {
+        let mut state = self.state();
+        let delay = retry_after.unwrap_or_else(|| state.backoff.unwrap_or(BACKOFF_START));
+        state.backoff = Some(
+            (state.backoff.unwrap_or(BACKOFF_START) * 2)
+                .min(BACKOFF_MAX)
+                .max(BACKOFF_START),
+        );
+        state.blocked_until = Some(now + delay);
+        drop(state);
+        if !*warned {
+            warn!(
+                "GPU crash reporter: {reason}; retrying in {:.1} s",
+                delay.as_secs_f64()
+            );
+            *warned = true;
+        }
+    }
+
+    /// Claims the oldest pending envelope no other flush (of any process) holds. `Err` names a file
+    /// that cannot be opened now: the flush ends and leaves it.
+    fn claim_oldest(
+        &self,
+        skipped: &HashSet<PathBuf>,
+    ) -> Result<Option<Claim>, (PathBuf, std::io::Error)> {
+        for path in self.pending() {
+            if skipped.contains(&path) {
+                continue;
+            }
+            match Claim::try_new(&path) {
+                Ok(Some(claim)) => return Ok(Some(claim)),
+                Ok(None) => continue,
+                Err(e) => return Err((path, e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Leaves an empty marker named like the sent envelope in `sent/` (see [`ledger`]). A marker
+    /// that cannot be written is logged: the report may then be sent again if queued again, never
+    /// lost.
+    fn record_sent(&self, envelope: &Path) {
+        let name = file_name_of(envelope);
+        if let Err(e) = ledger::record(&self.inner.dir, SENT_DIR, &name) {
+            warn!(
+                "GPU crash reporter: cannot record {} as sent: {e}",
+                ledger::marker(&self.inner.dir, SENT_DIR, &name).display()
+            );
+        }
+    }
+
+    /// Moves the claimed file into `failed/` (kept for a developer to look at), bounded like the
+    /// outbox. `None` when it cannot: the file then stays where it is (never deleted: it may be a
+    /// good envelope the server rejects only today) and this flush skips it.
+    fn move_to_failed(&self, claim: &mut Claim) -> Option<PathBuf> {
+        let failed = &self.inner.failed_dir;
+        let path = claim.path().to_owned();
+        let target = failed.join(path.file_name().unwrap_or_default());
+        let moved = safe_fs::private_subdir(&self.inner.dir, FAILED_DIR)
+            .and_then(|_| std::fs::rename(&path, &target));
+        match moved {
+            Ok(()) => {
+                claim.renamed(target.clone());
+                if let Ok(d) = std::fs::File::open(&self.inner.dir) {
+                    let _ = d.sync_all();
+                }
+                self.enforce_bounds(failed, Some(&target));
+                Some(target)
+            }
+            Err(e) => {
+                error!(
+                    "GPU crash reporter: cannot move {} to {}: {e}; it stays in the outbox",
+                    path.display(),
+                    failed.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Drops the oldest envelopes of `dir` until it is within the count and byte bounds.
+    fn enforce_bounds(&self, dir: &Path, keep: Option<&Path>) {
+        let settings = &self.inner.settings;
+        let mut files: Vec<(PathBuf, u64)> = list_envelopes(dir)
+            .into_iter()
+            .map(|p| {
+                let len = std::fs::metadata(&p).map_or(0, |m| m.len());
+                (p, len)
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|(_, l)| l).sum();
+        let mut i = 0;
+        while (files.len() > settings.max_outbox_files || total > settings.max_outbox_bytes)
+            && i < files.len()
+        {
+            let (path, len) = &files[i];
+            // Only what this check can claim: never what a flush (of any process) is sending.
+            let claim = match Claim::try_new(path) {
+                Ok(Some(claim)) if Some(path.as_path()) != keep => claim,
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            let removed = std::fs::remove_file(path);
+            drop(claim);
+            if removed.is_ok() {
+                // So that the startup requeue does not queue its report again.
+                let _ = ledger::record(&self.inner.dir, DROPPED_DIR, &file_name_of(path));
+            }
+            match removed {
+                Ok(()) => warn!(
+                    "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
+                     dropped the oldest crash report {}",
+                    dir.display(),
+                    files.len(),
+                    total,
+                    settings.max_outbox_files,
+                    settings.max_outbox_bytes,
+                    path.display()
+                ),
+                Err(e) => warn!(
+                    "GPU crash reporter: cannot drop {}: {e}",
+                    path.display()
+                ),
+            }
+            total -= len;
+            files.remove(i);
+        }
+    }
+}
+
+/// The largest outbox file read: an event, the report JSON and the vendor binary at their limits,
+/// plus 1 MiB for headers; never under 64 MiB, so that envelopes written under larger limits by an
+/// earlier run still go out.
+pub(crate) fn envelope_read_cap(settings: &DeliverySettings) -> u64 {
+    const FLOOR: u64 = 64 * 1024 * 1024;
+    let limits =
+        settings.max_event_bytes as u64 + 2 * settings.max_attachment_bytes as u64 + 1024 * 1024;
+    limits.max(FLOOR)
+}
+
+/// The file name of an outbox path, as text.
+fn file_name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The event id and bytes of an envelope, its headers' `sent_at` set to now (so Sentry can correct
+/// clock drift) and `dsn` to the one it is sent to (without its secret key, which goes only into the
+/// `X-Sentry-Auth` header).
+fn stamped_for_sending(
+    bytes: &[u8],
+    path: &Path,
+    dsn: &Dsn,
+) -> Result<(String, Vec<u8>), OutboxError> {
+    let envelope = Envelope::from_slice(bytes).map_err(|source| OutboxError::Malformed {
+        path: path.to_owned(),
+        source,
+    })?;
+    let event_id = envelope.uuid().map(|id| id.simple().to_string());
+    let mut headers = envelope.headers().clone().with_sent_at(SystemTime::now());
+    if let Some(public) = dsn.without_secret() {
+        headers = headers.with_dsn(public);
+    }
+    let mut body = Vec::with_capacity(bytes.len());
+    // Writing into a Vec cannot fail but for serialisation, which read the same types a moment ago.
+    envelope
+        .with_headers(headers)
+        .to_writer(&mut body)
+        .map_err(|source| OutboxError::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok((event_id.unwrap_or_default(), body))
+}
+
+/// `*.envelope` files of `dir` (not temp files), sorted by name = oldest first.
+fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            !name.starts_with('.') && name.ends_with(&format!(".{ENVELOPE_EXT}"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Subdirectory of rejected envelopes.
+pub(crate) const FAILED_DIR: &str = "failed";
+
+/// `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order. The event id is
+/// the report id, except for a loss that follows its hang report (a second event of one report).
+pub(crate) fn envelope_file_name(report: &CrashReport) -> String {
+    format!(
+        "{:020}-{}.{ENVELOPE_EXT}",
+        report.timestamp_ms,
+        sanitize(report.event_id())
+    )
+}
+
+/// Keeps an id usable as part of a file name.
+pub(crate) fn sanitize(id: &str) -> String {
+    id.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect()
+}

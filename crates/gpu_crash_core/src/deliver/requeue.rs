@@ -1,0 +1,315 @@
+//! The startup requeue: a report on disk whose envelope never reached the outbox (its process died
+//! between writing the report and queuing it, or no DSN was configured then) is queued again by the
+//! outbox's startup flush.
+//!
+//! A report is left alone when the outbox already dealt with its id:
+//! - an envelope of that id waits in the outbox, in `held/` (a crash-loop report, or a provisional
+//!   hang report that is rewritten under the same id) or in `failed/`;
+//! - `sent/` holds its marker;
+//! - `dropped/` holds a marker written after the report file (dropped over the outbox's bounds, or
+//!   discarded for a later report). A report rewritten after its envelope was discarded, as a hang
+//!   report merged into its loss report is, is queued.
+//!
+//! Only the newest [`DeliverySettings::max_outbox_files`] reports are looked at, and no more are
+//! queued than the outbox has room for: a requeue never pushes out what is already queued. Reports
+//! written after the startup are the running game's to queue. Nothing is sent twice: the envelope
+//! has the name (report time and id) the crash path gives it, so a race with another process queuing
+//! the same report writes one file, a flush skips an envelope whose `sent/` marker exists, and Sentry
+//! keeps one event per event id.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use tracing::{info, warn};
+
+use super::held::HELD_DIR;
+use super::ledger::{DROPPED_DIR, SENT_DIR};
+use super::outbox::{sanitize, ENVELOPE_EXT, FAILED_DIR};
+use super::{DeliverySettings, FlushSummary, Outbox};
+use crate::report::{read_report, read_vendor_binary};
+
+impl Outbox {
+    /// At startup, on a thread of its own (`gpu-crash-upload`): queues the reports of `report_dir`
+    /// that never reached the outbox (see the module docs), then flushes for at most `budget`.
+    pub(crate) fn spawn_startup_flush(
+        &self,
+        report_dir: PathBuf,
+        budget: Duration,
+    ) -> std::io::Result<JoinHandle<FlushSummary>> {
+        let outbox = self.clone();
+        let started = SystemTime::now();
+        std::thread::Builder::new()
+            .name("gpu-crash-upload".to_owned())
+            .spawn(move || {
+                let deadline = Instant::now() + budget;
+                outbox.requeue_unqueued(&report_dir, started);
+                outbox.flush(deadline)
+            })
+    }
+
+    /// Queues the reports of `report_dir` written before `written_before` that the outbox never
+    /// dealt with (see the module docs). Returns how many.
+    pub(crate) fn requeue_unqueued(&self, report_dir: &Path, written_before: SystemTime) -> usize {
+        let settings: &DeliverySettings = self.settings();
+        let traces = Traces::of(self.dir());
+        let mut reports = report_files(report_dir);
+        let newest = reports.len().saturating_sub(settings.max_outbox_files);
+        reports.drain(..newest);
+        let mut room = settings
+            .max_outbox_files
+            .saturating_sub(self.pending().len());
+        // Newest first, so that the room goes to the latest crashes.
+        let mut queued = 0;
+        for (path, modified) in reports.into_iter().rev() {
+            if room == 0 {
+                break;
+            }
+            if modified >= written_before {
+                continue;
+            }
+            let Some(id) = id_in_name(&path) else {
+                continue;
+            };
+            if traces.dealt_with(&id, modified) {
+                continue;
+            }
+            let mut report = match read_report(&path) {
+                Ok(report) => report,
+                Err(e) => {
+                    warn!("GPU crash reporter: not queued again: {e}");
+                    continue;
+                }
+            };
+            // The name is only a hint: the id that names the envelope is the report's own.
+            if sanitize(&report.id) != id && traces.dealt_with(&sanitize(&report.id), modified) {
+                continue;
+            }
+            let vendor_binary = read_vendor_binary(&path, &report).unwrap_or_else(|e| {
+                report.notes.push(format!(
+                    "attachment: the vendor binary was not attached: {e}"
+                ));
+                None
+            });
+            match self.enqueue(&report, vendor_binary.as_deref()) {
+                Ok(_) => {
+                    queued += 1;
+                    room -= 1;
+                }
+                Err(e) => warn!(
+                    "GPU crash reporter: cannot queue {} again: {e}",
+                    path.display()
+                ),
+            }
+        }
+        if queued > 0 {
+            info!(
+                "GPU crash reporter: {queued} crash report(s) of an earlier run that never reached \
+                 the outbox are queued for upload"
+            );
+        }
+        queued
+    }
+}
+
+/// What the outbox holds of each report id.
+struct Traces {
+    /// Ids with an envelope pending, held or failed, or a `sent/` marker.
+    dealt_with: HashSet<String>,
+    /// Ids with a `dropped/` marker, and its newest time.
+    dropped: HashMap<String, SystemTime>,
+}
+
+impl Traces {
+    fn of(outbox: &Path) -> Self {
+        let mut dealt_with = HashSet::new();
+        for dir in [
+            outbox.to_owned(),
+            outbox.join(HELD_DIR),
+            outbox.join(FAILED_DIR),
+            outbox.join(SENT_DIR),
+        ] {
+            dealt_with.extend(envelope_ids(&dir).into_iter().map(|(id, _)| id));
+        }
+        let mut dropped: HashMap<String, SystemTime> = HashMap::new();
+        for (id, time) in envelope_ids(&outbox.join(DROPPED_DIR)) {
+            let newest = dropped.entry(id).or_insert(time);
+            *newest = (*newest).max(time);
+        }
+        Self {
+            dealt_with,
+            dropped,
+        }
+    }
+
+    /// Whether the outbox dealt with report `id`, whose file was last written at `modified`.
+    fn dealt_with(&self, id: &str, modified: SystemTime) -> bool {
+        self.dealt_with.contains(id) || self.dropped.get(id).is_some_and(|&t| t >= modified)
+    }
+}
+
+/// The report ids (and file times) of the `<time>-<id>.envelope` files and markers in `dir`.
+fn envelope_ids(dir: &Path) -> Vec<(String, SystemTime)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let suffix = format!(".{ENVELOPE_EXT}");
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(&suffix)?.split_once('-')?.1.to_owned();
+            let time = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((id, time))
+        })
+        .collect()
+}
+
+/// `gpu-crash-<time>-<id>.json` regular files of `dir` (no symlinks) with their modification
+/// times, oldest first (names start with the time).
+fn report_files(dir: &Path) -> Vec<(PathBuf, SystemTime)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(PathBuf, SystemTime)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("gpu-crash-") && name.ends_with(".json")
+        })
+        .filter_map(|e| Some((e.path(), e.metadata().and_then(|m| m.modified()).ok()?)))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The id in a report's file name `gpu-crash-<time>-<id>.json`, as envelope names spell it.
+fn id_in_name(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy();
+    let rest = name.strip_prefix("gpu-crash-")?.strip_suffix(".json")?;
+    Some(sanitize(rest.split_once('-')?.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use crate::deliver::{DeliverySettings, Outbox, UploadState};
+    use crate::report::{hang_report_for_tests, write_report, CrashReport, VendorBinaryInfo};
+
+    /// A report folder and an outbox beside it that sends nowhere (a DSN, so it queues).
+    fn setup(name: &str) -> (std::path::PathBuf, Outbox) {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-crash-requeue-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let outbox = Outbox::new(DeliverySettings {
+            dsn_from_env: false,
+            upload_timeout: Duration::from_millis(200),
+            ..DeliverySettings::new(
+                Some("http://public@127.0.0.1:9/1".parse().unwrap()),
+                dir.join("outbox"),
+            )
+        });
+        (dir.join("reports"), outbox)
+    }
+
+    fn written(dir: &std::path::Path) -> CrashReport {
+        let mut report = hang_report_for_tests();
+        report.vendor_binary = Some(VendorBinaryInfo {
+            size: 3,
+            file_name: None,
+            header: None,
+            parse_error: None,
+        });
+        write_report(dir, &mut report, Some(&[7, 7, 7])).unwrap();
+        report
+    }
+
+    fn later() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(3600)
+    }
+
+    /// A report whose process died before queuing it is queued at the next launch, with its vendor
+    /// binary; a second startup queues nothing more.
+    #[test]
+    fn a_report_never_queued_is_queued_once() {
+        let (reports, outbox) = setup("never");
+        let report = written(&reports);
+        assert_eq!(
+            Outbox::state_of(outbox.dir(), &report),
+            UploadState::NotQueued
+        );
+        assert_eq!(outbox.requeue_unqueued(&reports, later()), 1);
+        assert_eq!(
+            Outbox::state_of(outbox.dir(), &report),
+            UploadState::Pending
+        );
+        let envelope = std::fs::read(&outbox.pending()[0]).unwrap();
+        assert!(
+            envelope.windows(5).any(|w| w == b"\n\x07\x07\x07\n"),
+            "vendor binary attached"
+        );
+        assert_eq!(outbox.requeue_unqueued(&reports, later()), 0);
+        assert_eq!(outbox.pending().len(), 1);
+    }
+
+    /// Reports the outbox dealt with stay as they are: sent, held back, or queued already; and
+    /// reports written after the startup are the running game's.
+    #[test]
+    fn a_report_sent_held_queued_or_new_is_not_queued_again() {
+        let (reports, outbox) = setup("dealt");
+        let sent = written(&reports);
+        let marker = crate::deliver::ledger::marker(
+            outbox.dir(),
+            crate::deliver::ledger::SENT_DIR,
+            &crate::deliver::outbox::envelope_file_name(&sent),
+        );
+        std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+        std::fs::write(&marker, b"").unwrap();
+        let held_report = written(&reports);
+        let held = outbox.hold(&held_report, None).unwrap();
+        let queued = written(&reports);
+        outbox.enqueue(&queued, None).unwrap();
+        assert_eq!(outbox.requeue_unqueued(&reports, later()), 0);
+        assert_eq!(outbox.pending().len(), 1);
+
+        let _new = written(&reports);
+        assert_eq!(
+            outbox.requeue_unqueued(&reports, SystemTime::UNIX_EPOCH),
+            0,
+            "written after the startup"
+        );
+        drop(held);
+    }
+
+    /// A crash-loop report discarded for a later one is not queued again; a hang report rewritten
+    /// (merged into its loss report) after its provisional envelope was discarded is.
+    #[test]
+    fn a_discarded_report_is_not_queued_again_unless_rewritten_after() {
+        let (reports, outbox) = setup("discarded");
+        let mut report = written(&reports);
+        outbox.hold(&report, None).unwrap().discard();
+        assert_eq!(outbox.requeue_unqueued(&reports, later()), 0);
+
+        // Rewritten under the same id and time after the discard: the merged report.
+        report.notes.push("merged".into());
+        let file = reports.join(report.file_name());
+        let marker_time = std::fs::metadata(
+            outbox
+                .dir()
+                .join("dropped")
+                .join(crate::deliver::outbox::envelope_file_name(&report)),
+        )
+        .unwrap()
+        .modified()
+        .unwrap();
+        write_report(&reports, &mut report, None).unwrap();
+        let f = std::fs::File::options().write(true).open(&file).unwrap();
+        f.set_modified(marker_time + Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(outbox.requeue_unqueued(&reports, later()), 1);
+    }
+}

@@ -1,0 +1,490 @@
+//! The indexer thread: the ring's single consumer, folding records into the [`AddressIndex`].
+//!
+//! It wakes once per frame (the plugin calls [`IndexerHandle::frame_tick`]) and also whenever the
+//! ring passes half full (the callback unparks it), so a level load that binds 100,000 resources
+//! within one frame is folded while it happens instead of overflowing the ring.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{AddressIndex, IndexSettings, PREFETCH_AHEAD};
+use crate::capture::record::generation_tag;
+use crate::capture::{BindingRecord, BindingRing, RingConsumer};
+
+/// The index shared between the indexer thread and whoever resolves a fault.
+pub type SharedIndex = Arc<Mutex<AddressIndex>>;
+
+/// Records folded per lock of the index, so a resolver waiting for the lock waits microseconds; the
+/// batch (120 KiB) stays in a core's L2 between the copy out of the ring and the fold.
+const BATCH: usize = 1_024;
+/// Longest sleep without a frame tick or wake-up (keeps the index fresh in a stalled app).
+const IDLE_WAKE: Duration = Duration::from_millis(100);
+/// A cost measurement (BENCHMARKS.md, `frame_overhead --no-fold`): records are drained from the ring
+/// and dropped, not folded, so a run shows the callback and the ring without the index.
+pub(crate) const COST_NO_FOLD_VAR: &str = "GPU_CRASH_REPORTER_COST_NO_FOLD";
+
+/// Owns the indexer thread; dropping it stops the thread after a last drain.
+pub struct IndexerHandle {
+    ring: Arc<BindingRing>,
+    index: SharedIndex,
+    consumer: Arc<Mutex<Consumer>>,
+    /// Which devices' unbinds are held and which devices' index a report still reads.
+    claims: Arc<Mutex<DeviceClaims>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl IndexerHandle {
+    /// Creates the ring, the index and the thread that connects them.
+    pub fn spawn(ring_capacity: usize, settings: IndexSettings) -> std::io::Result<Self> {
+        let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
+        let index: SharedIndex = Arc::new(Mutex::new(AddressIndex::new(settings)));
+        let claims = Arc::new(Mutex::new(DeviceClaims::default()));
+        let no_fold = std::env::var_os(COST_NO_FOLD_VAR).is_some_and(|v| !v.is_empty());
+        if no_fold {
+            tracing::warn!(
+                "GPU crash reporter: {COST_NO_FOLD_VAR} is set: binding events are drained and \
+                 dropped, not indexed (a cost measurement, BENCHMARKS.md); reports will not name \
+                 GPU objects"
+            );
+        }
+        let consumer = Arc::new(Mutex::new(Consumer {
+            ring: consumer,
+            device: DeviceFilter::default(),
+            claims: claims.clone(),
+            no_fold,
+            batch: Vec::with_capacity(BATCH),
+            deferred: Vec::with_capacity(BATCH),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (index, consumer, stop) = (index.clone(), consumer.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("gpu-crash-indexer".into())
+                .spawn(move || {
+                    // Acquire: pairs with the Release in Drop so the last drain sees every push.
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(IDLE_WAKE);
+                        drain_into(&consumer, &index);
+                    }
+                    drain_into(&consumer, &index);
+                })?
+        };
+        ring.set_consumer_thread(thread.thread().clone());
+        Ok(Self {
+            ring,
+            index,
+            consumer,
+            claims,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The ring the messenger callback pushes into.
+    pub fn ring(&self) -> &Arc<BindingRing> {
+        &self.ring
+    }
+
+    /// The index.
+    pub fn index(&self) -> &SharedIndex {
+        &self.index
+    }
+
+    /// Starts a new frame: later records carry `frame`, and the thread folds what arrived so far.
+    pub fn frame_tick(&self, frame: u64) {
+        self.ring.set_frame(frame);
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
+    }
+
+    /// Asks the index to hold unbinds of render device `generation` back (a fault may have happened
+    /// on it, its report is not built yet); the next drain applies it. Each hold ends with its own
+    /// [`Self::release_hold`] (the watchdog and a loss report hold and release independently), and
+    /// none outlives its device: the index of a newer device starts without. Never blocks on the
+    /// index.
+    pub fn hold_unbinds(&self, generation: u32) {
+        self.claims().holds.push(generation_tag(generation));
+        self.wake();
+    }
+
+    /// Ends one hold of device `generation` (another holder's, or another device's, stays).
+    pub fn release_hold(&self, generation: u32) {
+        self.claims().holds.remove_one(generation_tag(generation));
+        self.wake();
+    }
+
+    /// Keeps the index on render device `generation` until [`Self::unpin_device`]: a report of that
+    /// device's loss is built on a thread of its own while the game goes on, and a recovered
+    /// device's first events must not empty the index under it. They wait in the ring meanwhile
+    /// (beyond its capacity they are counted as dropped, as always). With several devices pinned
+    /// (a recovered device lost again before the first report was built), the index moves on one
+    /// device at a time, as each one's report is done.
+    pub fn pin_device(&self, generation: u32) {
+        self.claims().pins.push(generation_tag(generation));
+    }
+
+    /// Ends one [`Self::pin_device`] of `generation`.
+    pub fn unpin_device(&self, generation: u32) {
+        self.claims().pins.remove_one(generation_tag(generation));
+        self.wake();
+    }
+
+    fn claims(&self) -> MutexGuard<'_, DeviceClaims> {
+        self.claims.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
+    }
+
+    /// Folds everything published so far, on this thread, and returns the locked index: what a crash
+    /// handler calls before resolving, so the last events before the fault are in.
+    pub fn flush(&self) -> MutexGuard<'_, AddressIndex> {
+        drain_into(&self.consumer, &self.index);
+        lock(&self.index)
+    }
+}
+
+impl Drop for IndexerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Locks the index even if a panicking thread poisoned it: the data is still the best we have.
+pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
+    index
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The ring's consumer and the device its index describes.
+struct Consumer {
+    ring: RingConsumer,
+    device: DeviceFilter,
+    claims: Arc<Mutex<DeviceClaims>>,
+    /// [`COST_NO_FOLD_VAR`]: drain and drop.
+    no_fold: bool,
+    /// The records of one batch, allocated once: a drain (every frame, and on the crash path)
+    /// allocates nothing.
+    batch: Vec<BindingRecord>,
+    /// A newer device's records drained while the index was pinned to an older one, oldest first;
+    /// folded once the pin ends, before anything newer (allocated once, at most a batch).
+    deferred: Vec<BindingRecord>,
+}
+
+/// Device generation tags (`generation_tag`) with a claim on the index: holds and pins are
+/// multisets, one entry per holder, so two holders of one device release independently. A few
+/// entries at most (a device or two in a crash); locked by the indexer thread once per drain and by
+/// the crash path, never by the messenger callback.
+#[derive(Default)]
+struct DeviceClaims {
+    holds: Claims,
+    pins: Claims,
+}
+
+/// One kind of claim: a tag per holder.
+#[derive(Default)]
+struct Claims(Vec<u8>);
+
+impl Claims {
+    fn push(&mut self, tag: u8) {
+        self.0.push(tag);
+    }
+
+    fn remove_one(&mut self, tag: u8) {
+        if let Some(i) = self.0.iter().position(|t| *t == tag) {
+            self.0.swap_remove(i);
+        }
+    }
+
+    fn contains(&self, tag: u8) -> bool {
+        tag != 0 && self.0.contains(&tag)
+    }
+}
+
+/// Keeps the index to one render device: the first event of a newer device generation (a renderer
+/// recovery) empties it, and events of older generations (the old device's teardown, which its
+/// messenger still reports while the new device starts) are dropped. Untagged events (0) pass.
+#[derive(Default)]
+struct DeviceFilter {
+    generation: u8,
+}
+
+/// What to do with one record.
+#[derive(Debug, PartialEq, Eq)]
+enum DeviceVerdict {
+    Apply,
+    ResetThenApply,
+    Drop,
+}
+
+impl DeviceFilter {
+    /// Whether `record` is of a newer device than the index describes (it would reset the index).
+    fn is_newer(&self, record: &BindingRecord) -> bool {
+        let tag = record.device_generation();
+        tag != 0 && tag != self.generation && (self.generation == 0 || self.forward(tag) < 128)
+    }
+
+    /// How many generations `tag` is ahead of the index's device. Tags wrap 255 -> 1 (see
+    /// `generation_tag`): newer is a short forward distance.
+    fn forward(&self, tag: u8) -> u8 {
+        if tag > self.generation {
+            tag - self.generation
+        } else {
+            (255 - self.generation) + tag
+        }
+    }
+
+    fn judge(&mut self, record: &BindingRecord) -> DeviceVerdict {
+        let tag = record.device_generation();
+        if tag == 0 || tag == self.generation {
+            return DeviceVerdict::Apply;
+        }
+        if self.generation == 0 || self.forward(tag) < 128 {
+            self.generation = tag;
+            DeviceVerdict::ResetThenApply
+        } else {
+            DeviceVerdict::Drop
+        }
+    }
+}
+
+fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
+    let mut consumer = consumer
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let Consumer {
+        ring,
+        device,
+        claims,
+        no_fold,
+        batch,
+        deferred,
+    } = &mut *consumer;
+    if *no_fold {
+        while ring.drain(BATCH, |_| {}) > 0 {}
+        return;
+    }
+    let claims = claims.lock().unwrap_or_else(|p| p.into_inner());
+    apply_hold(&claims, device, index);
+    if !deferred.is_empty() {
+        if claims.pins.contains(device.generation) {
+            return; // the newer device's events wait until the report is built
+        }
+        std::mem::swap(batch, deferred);
+        fold(batch, device, index, &claims, deferred);
+        if !deferred.is_empty() {
+            return; // the next device is pinned too: its report comes first
+        }
+    }
+    loop {
+        batch.clear();
+        ring.drain(BATCH, |record| batch.push(record));
+        if batch.is_empty() {
+            break;
+        }
+        if fold(batch, device, index, &claims, deferred) {
+            break;
+        }
+    }
+    // Again for the device the index describes now: the batches may have started a newer one.
+    apply_hold(&claims, device, index);
+}
+
+/// Sets the index's hold as asked for the device it describes now (a reset for a newer device ended
+/// any hold of an older one).
+fn apply_hold(claims: &DeviceClaims, device: &DeviceFilter, index: &SharedIndex) {
+    let wanted = claims.holds.contains(device.generation);
+    let mut index = lock(index);
+    if wanted != index.holding() {
+        index.set_holding(wanted);
+    }
+}
+
+/// Folds `batch` into the index, in order. While the index's device is pinned, stops at the first
+/// record of a newer device, moves it and the rest into `deferred` and returns true.
+fn fold(
+    batch: &mut Vec<BindingRecord>,
+    device: &mut DeviceFilter,
+    index: &SharedIndex,
+    claims: &DeviceClaims,
+    deferred: &mut Vec<BindingRecord>,
+) -> bool {
+    let now = Instant::now();
+    let mut pinned = claims.pins.contains(device.generation);
+    let mut index = lock(index);
+    for (i, record) in batch.iter().enumerate() {
+        if pinned && device.is_newer(record) {
+            deferred.extend_from_slice(&batch[i..]);
+            batch.clear();
+            return true;
+        }
+        // Overlap the cache misses of records folded in turn (see `AddressIndex::apply_all`).
+        if let Some(ahead) = batch.get(i + PREFETCH_AHEAD) {
+            index.prefetch(ahead);
+        }
+        match device.judge(record) {
+            DeviceVerdict::Apply => index.apply(record, now),
+            DeviceVerdict::ResetThenApply => {
+                index.reset();
+                index.apply(record, now);
+                // The new device may be pinned too (lost again before its report was built).
+                pinned = claims.pins.contains(device.generation);
+            }
+            DeviceVerdict::Drop => {}
+        }
+    }
+    batch.clear();
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::record::generation_tag;
+    use crate::capture::BindingKind;
+    use ash::vk;
+
+    fn tagged(generation: u32) -> BindingRecord {
+        BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0x1000, 64)
+            .with_device_generation(generation_tag(generation))
+    }
+
+    #[test]
+    fn newer_device_resets_older_device_is_dropped() {
+        let mut filter = DeviceFilter::default();
+        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::ResetThenApply);
+        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::Apply);
+        assert_eq!(filter.judge(&tagged(2)), DeviceVerdict::ResetThenApply);
+        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::Drop);
+        assert_eq!(filter.judge(&tagged(2)), DeviceVerdict::Apply);
+        let untagged = BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0, 1);
+        assert_eq!(filter.judge(&untagged), DeviceVerdict::Apply);
+    }
+
+    #[test]
+    fn generations_wrap_past_255() {
+        let mut filter = DeviceFilter::default();
+        filter.judge(&tagged(255));
+        assert_eq!(filter.judge(&tagged(256)), DeviceVerdict::ResetThenApply);
+        assert_eq!(generation_tag(256), 1);
+        assert_eq!(filter.judge(&tagged(255)), DeviceVerdict::Drop);
+    }
+
+    /// A hold asked for by a lost device's report ends with that device: the recovered device's
+    /// index starts without it (it would otherwise hold every unbind once its freed ring is full,
+    /// filling its live slots with held ranges), and a later hold of the new device still applies.
+    #[test]
+    fn a_hold_ends_with_its_device_and_a_new_device_can_hold_again() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        indexer.ring().push(tagged(1)).unwrap();
+        indexer.hold_unbinds(1);
+        assert!(indexer.flush().holding(), "device 1 holds");
+        let mut next = tagged(2);
+        next.base = 0x9000;
+        indexer.ring().push(next).unwrap();
+        assert!(
+            !indexer.flush().holding(),
+            "device 2 starts without the hold"
+        );
+        indexer.release_hold(1);
+        indexer.hold_unbinds(2);
+        assert!(indexer.flush().holding(), "device 2's own hold applies");
+        indexer.release_hold(1);
+        assert!(
+            indexer.flush().holding(),
+            "device 1's release leaves device 2's hold"
+        );
+        indexer.release_hold(2);
+        assert!(!indexer.flush().holding());
+    }
+
+    /// While a loss report reads device 1's index, device 2's first events wait; once the report is
+    /// done they reset the index and are folded, none lost.
+    #[test]
+    fn a_pinned_device_keeps_its_index_until_unpinned() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        indexer.ring().push(tagged(1)).unwrap();
+        assert_eq!(indexer.flush().live_len(), 1);
+        indexer.pin_device(1);
+        for i in 0..3u64 {
+            let mut next = tagged(2);
+            next.handle = 10 + i;
+            next.base = 0x9000 + i * 0x100;
+            indexer.ring().push(next).unwrap();
+        }
+        {
+            let index = indexer.flush();
+            assert_eq!(index.live_len(), 1, "still device 1's index");
+            assert_eq!(index.live_overlapping(0x1000, 0x1001).len(), 1);
+        }
+        indexer.unpin_device(1);
+        let index = indexer.flush();
+        assert_eq!(index.live_len(), 3, "device 2's events, in");
+        assert_eq!(index.live_overlapping(0x1000, 0x1001).len(), 0);
+    }
+
+    /// Device 2 is lost (and pinned) before device 1's report is done, and device 3 already sends
+    /// events: the index moves to device 2 only when device 1 is unpinned, and to device 3 only
+    /// when device 2 is.
+    #[test]
+    fn pinned_devices_are_left_one_at_a_time() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        let on = |generation: u32, base: u64| {
+            let mut record = tagged(generation);
+            record.handle = u64::from(generation);
+            record.base = base;
+            record
+        };
+        indexer.ring().push(on(1, 0x1000)).unwrap();
+        assert_eq!(indexer.flush().live_len(), 1);
+        indexer.pin_device(1);
+        indexer.ring().push(on(2, 0x2000)).unwrap();
+        indexer.pin_device(2);
+        indexer.ring().push(on(3, 0x3000)).unwrap();
+        let first = |indexer: &IndexerHandle| {
+            let index = indexer.flush();
+            [0x1000, 0x2000, 0x3000]
+                .into_iter()
+                .find(|base| !index.live_overlapping(*base, base + 1).is_empty())
+        };
+        assert_eq!(
+            first(&indexer),
+            Some(0x1000),
+            "device 1's report reads device 1"
+        );
+        indexer.unpin_device(1);
+        assert_eq!(first(&indexer), Some(0x2000), "then device 2's");
+        indexer.unpin_device(2);
+        assert_eq!(first(&indexer), Some(0x3000), "then device 3");
+    }
+
+    #[test]
+    fn reset_forgets_the_old_device() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        indexer.ring().push(tagged(1)).unwrap();
+        assert_eq!(indexer.flush().live_len(), 1);
+        let mut other = tagged(2);
+        other.handle = 2;
+        other.base = 0x9000;
+        indexer.ring().push(other).unwrap();
+        indexer
+            .ring()
+            .push(tagged(1).with_name("late teardown"))
+            .unwrap();
+        let index = indexer.flush();
+        assert_eq!(index.live_len(), 1);
+        assert_eq!(index.live_overlapping(0x9000, 0x9001).len(), 1);
+    }
+}

@@ -1,0 +1,106 @@
+//! # gpu_crash_core
+//!
+//! GPU crash reports that name the guilty GPU object, for any wgpu application on Vulkan: an editor,
+//! a CAD tool, an emulator, a game on its own engine. `bevy_gpu_crash_reporter` is this crate behind
+//! a Bevy plugin.
+//!
+//! ```no_run
+//! use gpu_crash_core::{CrashReporter, ReporterSettings};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let reporter = CrashReporter::start(&ReporterSettings::default())?;
+//! let instance = reporter.create_instance(wgpu::InstanceDescriptor::new_without_display_handle());
+//! let adapter = instance.request_adapter(&Default::default()).await?;
+//! // The fault extensions enabled, the device watched, wgpu's device-lost callback hooked.
+//! let (device, queue) = reporter.request_device(&adapter, &Default::default()).await?;
+//! // Each frame: mark its GPU work so a hang is seen and placed.
+//! reporter.begin_gpu_frame();
+//! reporter.frame_submitting();
+//! queue.submit([]);
+//! reporter.frame_submitted(&queue);
+//! // At exit: reports and uploads finish (bounded).
+//! reporter.at_exit();
+//! # Ok(()) }
+//! ```
+//!
+//! ## How it works
+//!
+//! ```text
+//! driver threads ─▶ messenger callback ─▶ BindingRing ─▶ AddressIndex ─▶ resolver ─▶ report ─▶ Sentry
+//!                   (no alloc, no lock)   (lock-free)    (live + freed)
+//! ```
+//!
+//! The callbacks enable `VK_EXT_debug_utils`, `VK_EXT_device_address_binding_report`,
+//! `VK_EXT_device_fault`, `VK_KHR_device_fault` and `VK_KHR_shader_abort` where the driver offers
+//! them; every GPU address range bound and freed is recorded; on a device loss or a GPU hang a
+//! [`report::CrashReport`] is written to disk, then uploaded to Sentry.
+//!
+//! The flow is one-way, a module each: `capture` -> `index` -> `resolve` -> `report` -> `deliver`,
+//! with the raw Vulkan in `vulkan`, the GPU's progress in `progress`, the application's assets in
+//! `assets`, and the crash path (sessions, watchdog, loss handling) in `crash`; [`CrashReporter`]
+//! on top.
+
+#![warn(missing_docs)]
+// Internals that only this workspace's tests, benches and examples reach (`test_support`) are dead
+// in a normal build.
+#![cfg_attr(not(feature = "test-support"), allow(dead_code))]
+
+mod assets;
+mod capture;
+mod crash;
+mod data_dir;
+mod deliver;
+mod guard;
+mod index;
+mod progress;
+pub mod report;
+mod reporter;
+mod resolve;
+mod safe_fs;
+mod serde_hex;
+mod settings;
+mod time_box;
+mod vulkan;
+mod wgpu_device;
+
+pub use assets::{
+    AssetKey, AssetMap, AssetName, AssetUsers, ImageTenant, MeshData, MeshTenant, MeshUser,
+    SharedAssetMap, Stamp,
+};
+pub use crash::{BreadcrumbRecorder, CrashLoopLimit, Mark, OnHang, WrittenReports};
+pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
+pub use deliver::{
+    DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError, UploadConsent, UploadState,
+};
+pub use progress::{FRAME_LABEL, PRE_CAMERA_LABEL};
+pub use reporter::{AttachedDevice, CrashReporter, IndexedAssets, StartError};
+pub use settings::{ReporterSettings, SettingsError};
+pub use vulkan::markers::BreadcrumbWriter;
+pub use vulkan::texture::{image_placement, ImagePlacement};
+pub use vulkan::{FaultFeatures, GpuCrashCapabilities, ProbeError};
+pub use wgpu_device::DeviceError;
+
+/// Internals for this workspace's tests, benches and examples (feature `test-support`). Not part
+/// of the API: no stability.
+#[cfg(feature = "test-support")]
+pub mod test_support {
+    pub use crate::capture::messenger::{address_binding_callback, MessengerTarget};
+    pub use crate::capture::{BindingKind, BindingRecord, BindingRing, RingConsumer};
+    pub use crate::deliver::{build_envelope, sentry_event};
+    pub use crate::index::{
+        allocator_names, object_type_name, AddressIndex, IndexSettings, IndexStats, IndexerHandle,
+    };
+    pub use crate::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
+    pub use crate::vulkan::messenger::set_cost_floor_now;
+
+    /// An asset map of `meshes` meshes, `images` images and `freed` freed meshes: what
+    /// `examples/memory_footprint.rs` weighs.
+    pub fn filled_asset_map(meshes: usize, images: usize, freed: usize) -> Box<dyn std::any::Any> {
+        Box::new(crate::assets::filled_for_footprint(meshes, images, freed))
+    }
+
+    /// The reporter's address index, every binding event published so far folded in.
+    pub fn index_of(reporter: &crate::CrashReporter) -> std::sync::MutexGuard<'_, AddressIndex> {
+        reporter.index()
+    }
+}

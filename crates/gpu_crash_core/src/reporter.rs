@@ -1,0 +1,405 @@
+//! [`CrashReporter`]: the one handle an application holds. It starts the reporter's threads, hooks
+//! the device's creation, is told of each frame and of a device loss, and answers what the reporter
+//! has seen. Cheap to clone; every clone is the same reporter.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::assets::{AssetUsers, SharedAssetMap, Stamp};
+use crate::crash::{
+    panic_hook, BreadcrumbRecorder, CrashHandling, CrashSettings, DeviceSessions, Watchdog,
+    WrittenReports,
+};
+use crate::data_dir::{in_temp_fallback, report_dir};
+use crate::deliver::Outbox;
+use crate::index::{AddressIndex, IndexStats, IndexerHandle};
+use crate::progress::GpuTimeline;
+use crate::report::ApplicationInfo;
+use crate::settings::{ReporterSettings, SettingsError};
+use crate::vulkan::{ExtensionRequest, FaultFeatures, GpuCrashCapabilities, VulkanSetup};
+
+/// The reporter could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The index's thread could not be started.
+    #[error("could not start the reporter's indexer thread: {0}")]
+    IndexerThread(#[source] std::io::Error),
+}
+
+/// What [`CrashReporter::indexed_assets`] returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexedAssets {
+    /// Meshes whose vertex or index data lies in a mesh slab.
+    pub meshes: usize,
+    /// Image assets with a Vulkan image.
+    pub images: usize,
+    /// Heap bytes of the asset map, approximately.
+    pub bytes: usize,
+}
+
+/// A device the reporter watches from [`CrashReporter::attach`] on.
+#[derive(Clone)]
+pub struct AttachedDevice {
+    /// 1 for the application's first device, one more per device created after a loss.
+    pub generation: u32,
+    /// What the driver gave the reporter on this device.
+    pub capabilities: GpuCrashCapabilities,
+    /// The device's asset map, for the application to keep (Bevy: meshes and images).
+    pub assets: SharedAssetMap,
+}
+
+/// See the module documentation.
+#[derive(Clone)]
+pub struct CrashReporter {
+    crash: CrashHandling,
+    setup: Arc<VulkanSetup>,
+    settings_errors: Arc<[SettingsError]>,
+    watchdog: Arc<Mutex<Option<Watchdog>>>,
+    /// The last (device, frame) whose completion marker was submitted.
+    frame_ended: Arc<Mutex<(u32, u64)>>,
+}
+
+impl CrashReporter {
+    /// Starts the reporter: its indexer thread, the upload of what earlier runs left in the outbox
+    /// (off this thread), and the panic hook that reports a loss a panic reveals. Settings it
+    /// cannot use are brought into range ([`Self::settings_errors`]).
+    pub fn start(settings: &ReporterSettings) -> Result<Self, StartError> {
+        let (settings, settings_errors) = settings.validated();
+        let indexer = IndexerHandle::spawn(settings.binding_ring_capacity, settings.index())
+            .map(Arc::new)
+            .map_err(StartError::IndexerThread)?;
+        let application_name = settings.application_name.clone().unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "gpu_app".into())
+        });
+        let application = ApplicationInfo {
+            name: application_name.clone(),
+            version: settings.application_version.clone(),
+            engine_name: settings.engine_name.clone(),
+            engine_version: settings.engine_version.clone(),
+            executable: std::env::current_exe()
+                .ok()
+                .map(|p| p.display().to_string()),
+            process_id: std::process::id(),
+        };
+        let report_dir = report_dir(settings.report_dir.as_deref(), &application_name);
+        let mut delivery = settings.delivery.clone();
+        if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
+            delivery.outbox_dir = report_dir.join("outbox");
+        }
+        if in_temp_fallback(&report_dir) {
+            tracing::warn!(
+                "GPU crash reporter: no data folder is known for this user (no HOME, none in the \
+                 password database): crash reports go to {}, under the temp folder (owner-only, but \
+                 the system may clear it); set GPU_CRASH_REPORT_DIR or the report_dir setting",
+                report_dir.display()
+            );
+        }
+        let outbox = Outbox::new(delivery);
+        if outbox.dsn().is_some() {
+            // Off this thread: reports an earlier run wrote but never queued (killed between the
+            // two) are queued, then what an earlier run could not upload is sent.
+            if let Err(err) =
+                outbox.spawn_startup_flush(report_dir.clone(), Duration::from_secs(60))
+            {
+                tracing::warn!("GPU crash reporter: could not start the upload thread: {err}");
+            }
+        }
+        let setup = VulkanSetup::new(
+            indexer.ring().clone(),
+            ExtensionRequest {
+                address_binding_report: settings.capture_address_bindings,
+                device_fault: settings.device_fault,
+                buffer_marker: settings.gpu_breadcrumbs,
+            },
+        );
+        let crash = CrashHandling::new(
+            indexer,
+            DeviceSessions::default(),
+            CrashSettings {
+                report_dir,
+                application,
+                hang_timeout: settings.hang_timeout,
+                on_hang: settings.on_hang,
+                loss_wait_after_hang: settings.loss_wait_after_hang,
+                crash_loop: settings.crash_loop_limit,
+                end_process_after_loss: settings.end_process_after_loss,
+            },
+            outbox,
+        );
+        panic_hook::install(crash.clone());
+        Ok(Self {
+            crash,
+            setup,
+            settings_errors: settings_errors.into(),
+            watchdog: Arc::default(),
+            frame_ended: Arc::default(),
+        })
+    }
+
+    /// Settings the reporter could not use as given, and what it used instead.
+    pub fn settings_errors(&self) -> &[SettingsError] {
+        &self.settings_errors
+    }
+
+    /// For wgpu's instance creation callback (`wgpu::hal::vulkan::Instance::init_with_callback`;
+    /// [`Self::create_instance`] calls it for you).
+    pub fn on_create_instance(
+        &self,
+        args: &mut wgpu::hal::vulkan::CreateInstanceCallbackArgs<'_, '_, '_>,
+    ) {
+        self.setup.on_create_instance(args);
+    }
+
+    /// For wgpu's device creation callback (`wgpu::hal::vulkan::Adapter::open_with_callback`;
+    /// [`Self::request_device`] calls it for you): enables what the driver offers and registers
+    /// the binding messenger. Returns what it enabled.
+    pub fn on_create_device(
+        &self,
+        args: &mut wgpu::hal::vulkan::CreateDeviceCallbackArgs<'_, '_, '_>,
+        adapter: &wgpu::hal::vulkan::Adapter,
+    ) -> FaultFeatures {
+        self.setup.on_create_device(args, adapter)
+    }
+
+    /// Starts watching `device`, the one the device callback last ran for: its progress markers,
+    /// its session (a device after a loss gets a fresh one), and the hang watchdog (once). `None`
+    /// when the device was not created through the callbacks (another backend, or no Vulkan).
+    pub fn attach(&self, device: &wgpu::Device) -> Option<AttachedDevice> {
+        let mut outcome = self.setup.outcome();
+        let messenger = outcome.messenger.take();
+        let mut capabilities = outcome.capabilities.clone()?;
+        let generation = outcome.device_callback_runs;
+        drop(outcome);
+        let timeline = match crate::vulkan::create_marker_buffer(
+            device,
+            capabilities.buffer_marker,
+            capabilities.debug_utils,
+            self.setup.request().buffer_marker,
+        ) {
+            Ok(markers) => {
+                capabilities.gpu_progress = true;
+                capabilities.breadcrumbs = Some(markers.writer());
+                Some(GpuTimeline::new(Arc::new(markers)))
+            }
+            Err(err) => {
+                let line = crate::vulkan::progress_markers_off(&err);
+                tracing::warn!("GPU crash reporter: {line}");
+                capabilities.missing.push(line);
+                None
+            }
+        };
+        let assets = SharedAssetMap::default();
+        let session = self.crash.sessions.start(
+            generation,
+            messenger,
+            device.clone(),
+            capabilities.clone(),
+            timeline,
+            assets.clone(),
+        );
+        if session.generation > 1 {
+            tracing::info!(
+                "GPU crash reporter: watching device {} (after a device loss)",
+                session.generation
+            );
+        }
+        self.start_watchdog();
+        Some(AttachedDevice {
+            generation,
+            capabilities,
+            assets,
+        })
+    }
+
+    /// Starts the hang watchdog once (it follows whichever device is current).
+    fn start_watchdog(&self) {
+        let mut watchdog = self.watchdog.lock().unwrap_or_else(|p| p.into_inner());
+        if watchdog.is_some() {
+            return;
+        }
+        let hang_timeout = self.crash.settings.hang_timeout;
+        let tick = (hang_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+        let handling = self.crash.clone();
+        let indexer = self.crash.indexer.clone();
+        match Watchdog::spawn(
+            tick,
+            hang_timeout,
+            self.crash.sessions.clone(),
+            move |session, stall| handling.hang(session, stall),
+            move |generation, suspect| {
+                if suspect {
+                    indexer.hold_unbinds(generation);
+                } else {
+                    indexer.release_hold(generation);
+                }
+            },
+        ) {
+            Ok(started) => *watchdog = Some(started),
+            Err(err) => {
+                tracing::error!("GPU crash reporter: could not start the hang watchdog: {err}")
+            }
+        }
+    }
+
+    /// What the device callback enabled on the device it last ran for, before that device is
+    /// attached (no progress markers yet); `None` when it never ran (another backend, or no GPU).
+    pub fn created_device_capabilities(&self) -> Option<GpuCrashCapabilities> {
+        self.setup.outcome().capabilities.clone()
+    }
+
+    /// What the driver gave the reporter on the current device, if one is attached.
+    pub fn capabilities(&self) -> Option<GpuCrashCapabilities> {
+        self.crash
+            .sessions
+            .current()
+            .map(|s| s.capabilities.clone())
+    }
+
+    /// The current device's generation (see [`AttachedDevice::generation`]).
+    pub fn device_generation(&self) -> Option<u32> {
+        self.crash.sessions.current().map(|s| s.generation)
+    }
+
+    /// The application's frame `frame` begins (main loop): binding events are stamped with it.
+    pub fn frame_tick(&self, frame: u64) {
+        self.crash.indexer.frame_tick(frame);
+    }
+
+    /// Right before the frame's first submit: the frame starts in the device's GPU ledger.
+    pub fn begin_gpu_frame(&self) {
+        self.crash.begin_gpu_frame();
+    }
+
+    /// Right before the frame's work is submitted: from here on it is pending on the GPU.
+    pub fn frame_submitting(&self) {
+        self.crash.mark_frame_submitting();
+    }
+
+    /// Right after the frame's work is submitted (before present): submits the frame's completion
+    /// marker on `queue`, which the watchdog reads. Once per frame.
+    pub fn frame_submitted(&self, queue: &wgpu::Queue) {
+        let mut ended = self.frame_ended.lock().unwrap_or_else(|p| p.into_inner());
+        self.crash.submit_frame_end(queue, &mut ended);
+    }
+
+    /// Records GPU breadcrumbs on the current device (see [`BreadcrumbRecorder`]).
+    pub fn breadcrumbs(&self) -> BreadcrumbRecorder {
+        BreadcrumbRecorder::new(self.crash.sessions.clone())
+    }
+
+    /// The current device was lost (wgpu's device-lost callback, or the application's own error
+    /// handling): keeps the index on it and builds the report on a thread of its own, then returns
+    /// at once. One report per device; a loss after the device's hang report joins that report.
+    pub fn device_lost(&self, wgpu_description: &str) {
+        crate::guard::guarded("device loss", || {
+            self.crash.device_lost(wgpu_description, None)
+        });
+    }
+
+    /// Waits (bounded) for this run's loss reports and their uploads.
+    pub fn wait_for_reports(&self) {
+        self.crash.wait_for_reports();
+    }
+
+    /// The application is exiting: lets the crash path's threads finish (bounded), sends the
+    /// held-back crash-loop reports, and lets the device go (the reporter holds a clone of it, and
+    /// wgpu's device-lost callback holds the reporter). The panic hook no longer reports for this
+    /// reporter.
+    pub fn at_exit(&self) {
+        panic_hook::forget();
+        self.crash.at_exit();
+        self.crash.sessions.end();
+    }
+
+    /// Whether to end the process once the loss report is done when the application quits on a
+    /// loss (see [`ReporterSettings::end_process_after_loss`]).
+    pub fn end_process_after_loss(&self) -> bool {
+        self.crash.settings.end_process_after_loss
+    }
+
+    /// Ends the process now with `code`, without exit handlers (see
+    /// [`ReporterSettings::end_process_after_loss`]), after [`Self::at_exit`].
+    pub fn end_process(&self, code: i32) -> ! {
+        self.at_exit();
+        crate::crash::exit_now(code)
+    }
+
+    /// The reports this run wrote.
+    pub fn written_reports(&self) -> &WrittenReports {
+        &self.crash.reports
+    }
+
+    /// Who uses each mesh, kept by the application (Bevy: observers on `Mesh3d`).
+    pub fn asset_users(&self) -> &AssetUsers {
+        &self.crash.asset_users
+    }
+
+    /// When an asset change happens now, in the clocks the asset map keeps.
+    pub fn asset_stamp(&self) -> Stamp {
+        Stamp {
+            sequence: self.crash.indexer.ring().claimed(),
+            frame: self.crash.indexer.ring().current_frame(),
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Command buffers of the reporter's own (breadcrumb markers and each frame's completion
+    /// marker) recorded on the current device so far: what breadcrumbs cost is counted in these.
+    pub fn marker_command_buffers(&self) -> u64 {
+        self.crash
+            .sessions
+            .current()
+            .and_then(|session| Some(session.timeline.as_ref()?.marker_command_buffers()))
+            .unwrap_or(0)
+    }
+
+    /// Folds every binding event published so far and returns the locked index.
+    pub(crate) fn index(&self) -> MutexGuard<'_, AddressIndex> {
+        self.crash.indexer.flush()
+    }
+
+    /// What the address index has seen so far (binding events, binds, unbinds, overflows).
+    pub fn index_stats(&self) -> IndexStats {
+        self.index().stats().clone()
+    }
+
+    /// GPU address ranges live now and freed ranges remembered: `(live, freed)`.
+    pub fn indexed_ranges(&self) -> (usize, usize) {
+        let index = self.index();
+        (index.live_len(), index.freed_len())
+    }
+
+    /// Assets the reporter can name on the current device.
+    pub fn indexed_assets(&self) -> IndexedAssets {
+        let Some(session) = self.crash.sessions.current() else {
+            return IndexedAssets::default();
+        };
+        let map = session.assets.lock();
+        IndexedAssets {
+            meshes: map.mesh_count(),
+            images: map.image_count(),
+            bytes: map.memory(),
+        }
+    }
+
+    /// Binding events the ring had to drop because it was full (never silently lost).
+    pub fn binding_events_dropped(&self) -> u64 {
+        self.crash.indexer.ring().dropped()
+    }
+
+    /// Panics in the reporter's own crash path caught in this process (each logged, none reached
+    /// the application).
+    pub fn crash_path_panics(&self) -> u64 {
+        crate::guard::caught_panics()
+    }
+
+    /// The current device's binding messenger handle, if one is registered.
+    pub fn binding_messenger(&self) -> Option<u64> {
+        use ash::vk::Handle;
+        let session = self.crash.sessions.current()?;
+        Some(session.messenger.as_ref()?.handle().as_raw())
+    }
+}
