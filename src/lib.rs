@@ -55,8 +55,5 @@ pub use gpu_crash_core::{
     DsnError, FlushSummary, IndexedAssets, OnHang, Outbox, OutboxError, SettingsError,
     UploadConsent, UploadState, OUTBOX_DIR_NAME, REPORTS_DIR_NAME,
 };
-pub use plugin::GpuCrashReporterPlugin;
+pub use plugin::{GpuCrashReporterPlugin, BEVY_VERSION};
 pub use resources::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReports};
-
-/// The Bevy version this crate is built against (checked against Cargo.lock by a test).
-pub const BEVY_VERSION: &str = "0.19.1";

@@ -14,7 +14,10 @@ use gpu_crash_core::{
 use crate::render::device::{attach_render_device, follow_render_device};
 use crate::render::frames::{begin_gpu_frame, mark_frame_submitting, submit_frame_end};
 use crate::render::render_errors::{hook_render_errors, keep_error_hook};
-use crate::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReports};
+use crate::resources::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReports};
+
+/// The Bevy version this crate is built against (checked against Cargo.lock by a test).
+pub const BEVY_VERSION: &str = "0.19.1";
 
 /// Turns GPU crashes into reports that name the guilty GPU object.
 ///
@@ -143,7 +146,7 @@ impl GpuCrashReporterPlugin {
             application_name: self.application_name.clone(),
             application_version: self.application_version.clone(),
             engine_name: "Bevy".into(),
-            engine_version: crate::BEVY_VERSION.into(),
+            engine_version: BEVY_VERSION.into(),
             delivery: self.delivery.clone(),
         }
     }

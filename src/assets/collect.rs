@@ -24,7 +24,7 @@ use gpu_crash_core::{
 };
 
 use super::asset_key;
-use crate::GpuCrashReporter;
+use crate::resources::GpuCrashReporter;
 
 /// The asset server, in the render world: paths are read when an asset reaches the GPU
 /// (`AssetServer::get_path` is `None` later, once the asset's handles are gone).

@@ -54,10 +54,10 @@ mod tests {
         let b = world.spawn(Mesh3d(handle())).id();
         let (listed, count) = users.users_of(tree).unwrap();
         assert_eq!(count, 2);
-        assert_eq!(listed[0].name.as_deref(), Some("oak"));
+        assert_eq!(listed[0].1.as_deref(), Some("oak"));
         world.entity_mut(b).insert(Name::new("birch"));
         let (listed, _) = users.users_of(tree).unwrap();
-        assert_eq!(listed[1].name.as_deref(), Some("birch"));
+        assert_eq!(listed[1].1.as_deref(), Some("birch"));
         world.despawn(a);
         let (listed, count) = users.users_of(tree).unwrap();
         assert_eq!((listed.len(), count), (1, 1));

@@ -5,7 +5,7 @@ use bevy::prelude::*;
 use bevy::render::renderer::RenderDevice;
 
 use crate::assets::DeviceAssets;
-use crate::{GpuCrashCapabilities, GpuCrashReporter};
+use crate::resources::{GpuCrashCapabilities, GpuCrashReporter};
 
 /// Render world, whenever it gets a (new) render device: the reporter attaches it (its messenger,
 /// marker memory and session), and its capabilities and asset map become resources.

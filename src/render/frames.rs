@@ -10,7 +10,7 @@
 use bevy::prelude::*;
 use bevy::render::renderer::RenderQueue;
 
-use crate::GpuCrashReporter;
+use crate::resources::GpuCrashReporter;
 
 /// Render world, right before the frame's first submit: starts the frame in the device's ledger.
 pub(crate) fn begin_gpu_frame(reporter: Res<GpuCrashReporter>) {

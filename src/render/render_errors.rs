@@ -7,7 +7,7 @@ use bevy::ecs::change_detection::Tick;
 use bevy::prelude::*;
 use bevy::render::error_handler::{ErrorType, RenderError, RenderErrorHandler, RenderErrorPolicy};
 
-use crate::GpuCrashReporter;
+use crate::resources::GpuCrashReporter;
 
 /// The handler that was installed before ours; it decides the app's policy after we report.
 #[derive(Resource)]

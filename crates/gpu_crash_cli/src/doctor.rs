@@ -12,7 +12,7 @@ use gpu_crash_core::{BreadcrumbWriter, GpuCrashCapabilities};
 use serde::Serialize;
 
 use crate::error::CliError;
-use crate::CliResult;
+use crate::error::CliResult;
 
 /// Highest instance version asked for, as wgpu 29 asks (it uses Vulkan 1.3 at most).
 const MAX_INSTANCE_VERSION: u32 = vk::API_VERSION_1_3;

@@ -10,7 +10,8 @@ use gpu_crash_core::report::read_report;
 use gpu_crash_core::{game_data_dir, REPORTS_DIR_NAME};
 
 use crate::error::CliError;
-use crate::{layer, CliResult};
+use crate::error::CliResult;
+use crate::layer;
 
 /// The line the plugin prints on stderr for every report it writes.
 const REPORT_WRITTEN: &str = "GPU crash report written to ";

@@ -49,3 +49,6 @@ impl CliError {
         }
     }
 }
+
+/// What every subcommand returns: its exit code, or the one-line error.
+pub type CliResult = Result<std::process::ExitCode, CliError>;

@@ -9,8 +9,8 @@ use gpu_crash_core::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYT
 use gpu_crash_core::{user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 
 use crate::error::CliError;
+use crate::error::CliResult;
 use crate::plain_text::escape_controls;
-use crate::CliResult;
 
 /// One game's (or one folder's) reports and outbox.
 struct Place {

@@ -87,6 +87,3 @@ fn main() -> ExitCode {
         }
     }
 }
-
-/// What every subcommand returns: its exit code, or the one-line error.
-type CliResult = Result<ExitCode, CliError>;

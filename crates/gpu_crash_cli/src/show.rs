@@ -11,8 +11,8 @@ use gpu_crash_core::report::{
 
 use crate::address_line::{self, bytes};
 use crate::error::CliError;
+use crate::error::CliResult;
 use crate::plain_text::{escape_controls_but_newlines, escaped_report};
-use crate::CliResult;
 
 /// Candidates listed under the culprit.
 const MAX_ALSO: usize = 4;

@@ -13,9 +13,9 @@ use gpu_crash_core::report::{read_report, read_vendor_binary, CrashReport};
 use gpu_crash_core::{DeliverySettings, Dsn, Outbox, UploadState};
 
 use crate::error::CliError;
+use crate::error::CliResult;
 use crate::list::{outbox_dir_for, report_files};
 use crate::plain_text::escape_controls;
-use crate::CliResult;
 
 /// How long one run may keep sending (waits asked for by the server included).
 const FLUSH_BUDGET: Duration = Duration::from_secs(120);

@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::AssetKey;
-use crate::report::AssetUser;
+use super::map::AssetKey;
 
 /// Users kept by name per mesh; the rest are only counted.
 pub(crate) const USERS_LISTED: usize = 8;
@@ -46,23 +45,17 @@ impl AssetUsers {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The users of `mesh` as a report lists them (at most 8 by name) and how many there are.
-    /// Tries the lock for a while; `None` when the application holds it longer (the crash path
-    /// must not wait on the game).
-    pub fn users_of(&self, mesh: AssetKey) -> Option<(Vec<AssetUser>, u32)> {
+    /// The users of `mesh` a report lists (at most 8, each with its name) and how many there
+    /// are. Tries the lock for a while; `None` when the application holds it longer (the crash
+    /// path must not wait on the game).
+    pub fn users_of(&self, mesh: AssetKey) -> Option<(Vec<(MeshUser, Option<String>)>, u32)> {
         let table = crate::time_box::try_lock_for(&self.0, LOCK_WAIT)?;
-        Some(table.meshes.get(&mesh).map_or((Vec::new(), 0), |u| {
-            (
-                u.listed
-                    .iter()
-                    .map(|(user, name)| AssetUser {
-                        entity: user.shown_as.clone(),
-                        name: name.clone(),
-                    })
-                    .collect(),
-                u.count,
-            )
-        }))
+        Some(
+            table
+                .meshes
+                .get(&mesh)
+                .map_or((Vec::new(), 0), |u| (u.listed.clone(), u.count)),
+        )
     }
 
     /// `user` draws `mesh` from now on (instead of any mesh it drew before), named `name`.
@@ -130,10 +123,10 @@ mod tests {
         users.add(user(2), tree, None);
         let (listed, count) = users.users_of(tree).unwrap();
         assert_eq!(count, 2);
-        assert_eq!(listed[0].name.as_deref(), Some("oak"));
+        assert_eq!(listed[0].1.as_deref(), Some("oak"));
         users.rename(2, "birch");
         let (listed, _) = users.users_of(tree).unwrap();
-        assert_eq!(listed[1].name.as_deref(), Some("birch"));
+        assert_eq!(listed[1].1.as_deref(), Some("birch"));
         users.remove(1);
         let (listed, count) = users.users_of(tree).unwrap();
         assert_eq!((listed.len(), count), (1, 1));

@@ -8,8 +8,13 @@ use std::time::SystemTime;
 use sentry::protocol::{Attachment, AttachmentType, ClientSdkInfo, EnvelopeHeaders};
 use sentry::Envelope;
 
-use super::{redacted_report, sentry_event, DeliverySettings};
+use super::privacy::redacted_report;
+use super::sentry_event::sentry_event;
+use super::settings::DeliverySettings;
 use crate::report::CrashReport;
+
+/// Extension of envelope files.
+pub const ENVELOPE_EXT: &str = "envelope";
 
 /// The envelope for `report`: headers (`event_id`, `dsn` when known but never its secret key,
 /// `sent_at`, `sdk`), the event, the report JSON as an attachment and, if given, the vendor binary

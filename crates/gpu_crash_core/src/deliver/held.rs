@@ -81,7 +81,7 @@ pub(crate) fn release_orphans(held_dir: &Path, outbox_dir: &Path) -> usize {
             .file_name()
             .map(|n| n.to_string_lossy())
             .is_some_and(|n| {
-                !n.starts_with('.') && n.ends_with(&format!(".{}", super::outbox::ENVELOPE_EXT))
+                !n.starts_with('.') && n.ends_with(&format!(".{}", super::envelope::ENVELOPE_EXT))
             });
         if !is_envelope {
             continue;

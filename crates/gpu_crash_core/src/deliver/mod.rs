@@ -32,6 +32,5 @@ pub use dsn::{Dsn, DsnError};
 pub use envelope::build_envelope;
 pub(crate) use held::HeldEnvelope;
 pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
-pub use privacy::redacted_report;
 pub use sentry_event::sentry_event;
 pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};

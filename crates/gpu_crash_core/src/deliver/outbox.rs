@@ -35,15 +35,15 @@ use tracing::{error, info, warn};
 use sentry::Envelope;
 
 use super::claim::Claim;
+use super::dsn::Dsn;
+use super::envelope::{build_envelope, ENVELOPE_EXT};
 use super::held::{self, HeldEnvelope, HELD_DIR};
 use super::ledger::{self, DROPPED_DIR, SENT_DIR};
+use super::settings::DeliverySettings;
 use super::transport::{HttpTransport, SendOutcome};
-use super::{build_envelope, DeliverySettings, Dsn};
 use crate::report::{write_atomically, write_atomically_locked, CrashReport};
 use crate::safe_fs;
 
-/// Extension of envelope files.
-pub const ENVELOPE_EXT: &str = "envelope";
 /// First delay after a 5xx or network error; doubled per failure.
 const BACKOFF_START: Duration = Duration::from_secs(1);
 /// Longest delay after repeated 5xx or network errors.

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::DeliverySettings;
+use super::settings::DeliverySettings;
 use crate::report::CrashReport;
 
 /// What a scrubbed path's folders become.

@@ -24,10 +24,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tracing::{info, warn};
 
+use super::envelope::ENVELOPE_EXT;
 use super::held::HELD_DIR;
 use super::ledger::{DROPPED_DIR, SENT_DIR};
-use super::outbox::{sanitize, ENVELOPE_EXT, FAILED_DIR};
-use super::{DeliverySettings, FlushSummary, Outbox};
+use super::outbox::{sanitize, FAILED_DIR};
+use super::outbox::{FlushSummary, Outbox};
+use super::settings::DeliverySettings;
 use crate::report::{read_report, read_vendor_binary};
 
 impl Outbox {

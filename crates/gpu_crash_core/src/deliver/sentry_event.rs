@@ -19,7 +19,8 @@ use sentry::protocol::{
 use sentry::types::Uuid;
 use serde_json::{json, Value};
 
-use super::{redacted_report, DeliverySettings};
+use super::privacy::redacted_report;
+use super::settings::DeliverySettings;
 use crate::capture::BindingKind;
 use crate::report::{
     BindingEventEntry, BreadcrumbState, CrashKind, CrashReport, Culprit, FaultEntry, FrameTiming,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Dsn, DsnError};
+use super::dsn::{Dsn, DsnError};
 
 /// Whether the player agreed to send crash reports.
 ///

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use sentry::transports::{RateLimiter, RateLimitingCategory};
 
-use super::Dsn;
+use super::dsn::Dsn;
 
 /// What the server said to one upload.
 #[derive(Clone, Debug, PartialEq, Eq)]

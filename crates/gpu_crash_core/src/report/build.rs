@@ -3,14 +3,15 @@
 
 use std::time::{Duration, Instant};
 
-use super::{
-    ApplicationInfo, BindingEventEntry, CrashKind, CrashReport, Culprit, FrameTiming, HangInfo,
-    ObjectState, VendorBinaryInfo, SCHEMA_VERSION,
+use super::model::{
+    ApplicationInfo, CrashKind, CrashReport, FrameTiming, HangInfo, VendorBinaryInfo,
+    SCHEMA_VERSION,
 };
 use crate::index::{allocator_names, object_type_name, AddressIndex};
 use crate::progress::{FrameEntry, GpuTimeline, Stall};
 use crate::resolve::assets::{name_assets, AssetLookup};
 use crate::resolve::{label, resolve, ResolveContext};
+use crate::resolve::{BindingEventEntry, Culprit, ObjectState};
 use crate::vulkan::fault::{parse_vendor_binary, RawFaultInfo};
 use crate::vulkan::GpuCrashCapabilities;
 

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::CrashReport;
+use super::model::{CrashReport, SCHEMA_VERSION};
 use crate::safe_fs;
 
 /// The largest report file read back (64 MiB): far over any report the plugin writes (its lists are
@@ -76,7 +76,7 @@ pub enum ReportError {
         path: PathBuf,
         /// Its `schema_version`.
         found: u64,
-        /// [`super::SCHEMA_VERSION`].
+        /// [`SCHEMA_VERSION`].
         supported: u32,
     },
     /// The report could not be serialised, or a file is not a crash report of this schema.
@@ -199,11 +199,11 @@ pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
         schema_version: u64,
     }
     let version: Version = serde_json::from_slice(&bytes).map_err(json)?;
-    if version.schema_version > u64::from(super::SCHEMA_VERSION) {
+    if version.schema_version > u64::from(SCHEMA_VERSION) {
         return Err(ReportError::NewerSchema {
             path: path.to_owned(),
             found: version.schema_version,
-            supported: super::SCHEMA_VERSION,
+            supported: SCHEMA_VERSION,
         });
     }
     serde_json::from_slice(&bytes).map_err(json)

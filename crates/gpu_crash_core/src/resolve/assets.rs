@@ -11,7 +11,9 @@
 
 use std::time::Instant;
 
-use super::model::{AssetKind, Culprit, FaultEntry, FaultVerdict, GpuAsset, ObjectState};
+use super::model::{
+    AssetKind, AssetUser, Culprit, FaultEntry, FaultVerdict, GpuAsset, ObjectState,
+};
 use super::{access_word, summary_line, FaultAddress};
 use crate::assets::{AssetMap, AssetUsers, MeshData, MeshSlabLabel, Tenancy};
 
@@ -195,6 +197,16 @@ fn asset_of(c: &Culprit, lookup: &AssetLookup<'_>) -> Option<GpuAsset> {
             let (entities, entity_count) = lookup
                 .users
                 .and_then(|u| u.users_of(tenant.mesh))
+                .map(|(listed, count)| {
+                    let users = listed
+                        .into_iter()
+                        .map(|(user, name)| AssetUser {
+                            entity: user.shown_as,
+                            name,
+                        })
+                        .collect::<Vec<_>>();
+                    (users, count)
+                })
                 .unwrap_or_default();
             let (freed_frames_ago, freed_ms_ago) = lookup.freed_ago(&t);
             Some(GpuAsset {

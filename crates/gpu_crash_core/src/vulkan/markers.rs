@@ -393,3 +393,35 @@ pub(crate) fn raw_command_buffer(
     };
     recorded.then(|| encoder.finish())
 }
+
+/// Allocates the device's GPU progress markers (see [`markers`]).
+pub(crate) fn create_marker_buffer(
+    device: &wgpu::Device,
+    amd_buffer_marker: bool,
+    debug_utils: bool,
+    stage_breadcrumbs: bool,
+) -> Result<MarkerBuffer, MarkerError> {
+    // SAFETY: only raw handles are read; the guard is dropped at the end of this function.
+    let hal = unsafe { device.as_hal::<wgpu::hal::api::Vulkan>() }.ok_or(MarkerError::NotVulkan)?;
+    let instance = hal.shared_instance().raw_instance();
+    // SAFETY: the device is wgpu's live device of that instance and physical device; the extension
+    // flags say what the instance and device callbacks enabled; the device clone keeps the device
+    // alive.
+    unsafe {
+        MarkerBuffer::create(
+            instance,
+            hal.raw_physical_device(),
+            hal.raw_device(),
+            amd_buffer_marker,
+            debug_utils,
+            Box::new(device.clone()),
+        )
+    }
+    .map(|markers| {
+        if stage_breadcrumbs {
+            markers
+        } else {
+            markers.without_cpu_stage_marks()
+        }
+    })
+}

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::capabilities::GpuCrashCapabilities;
 use super::features::FeatureChain;
+use super::features::{FaultFeatures, OfferedExtensions};
 use super::markers::MarkerError;
-use super::{
-    BindingMessenger, ExtensionRequest, FaultFeatures, GpuCrashCapabilities, OfferedExtensions,
-};
+use super::messenger::BindingMessenger;
+use super::request::ExtensionRequest;
 use crate::capture::BindingRing;
 
 /// The extensions and features to enable, and why the others stay off.

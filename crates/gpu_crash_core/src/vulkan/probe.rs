@@ -5,9 +5,12 @@ use std::ffi::CStr;
 
 use ash::vk;
 
+use super::capabilities::GpuCrashCapabilities;
 use super::features::FeatureChain;
+use super::identity::identity;
 use super::markers::{BreadcrumbWriter, MarkerError};
-use super::{identity, plan, ExtensionRequest, GpuCrashCapabilities};
+use super::plan;
+use super::request::ExtensionRequest;
 use crate::capture::BindingRing;
 
 /// Why a GPU could not be probed.

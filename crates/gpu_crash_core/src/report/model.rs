@@ -1,0 +1,196 @@
+//! The report's schema (version [`SCHEMA_VERSION`]): what a [`CrashReport`] holds. Its parts that
+//! other stages produce (binding kinds, index statistics, breadcrumbs, culprits, vendor info) are
+//! defined where they are made and named here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::index::IndexStats;
+use crate::progress::FrameBreadcrumbs;
+use crate::resolve::{BindingEventEntry, Culprit, FaultEntry};
+use crate::vulkan::fault::{VendorBinaryHeader, VendorInfo};
+use crate::vulkan::GpuCrashCapabilities;
+
+/// Bumped on any incompatible change of [`CrashReport`].
+/// 3: culprits name their Bevy asset (`asset`), and a fault in freed mesh bytes of a live slab is
+/// `use_after_free`.
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// What happened to the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashKind {
+    /// The driver reported `VK_ERROR_DEVICE_LOST`.
+    DeviceLost,
+    /// Submitted GPU work stopped completing while the device was not reported lost.
+    GpuHang,
+}
+
+/// The vendor's binary crash dump: kept raw in a sibling file, header parsed when valid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VendorBinaryInfo {
+    /// Bytes.
+    pub size: u64,
+    /// File name next to the report JSON.
+    pub file_name: Option<String>,
+    /// The parsed header, when it validated.
+    pub header: Option<VendorBinaryHeader>,
+    /// Why the header could not be parsed (the bytes are kept anyway).
+    pub parse_error: Option<String>,
+}
+
+/// The application as the report names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplicationInfo {
+    /// Application name (package name unless configured).
+    pub name: String,
+    /// Application version.
+    pub version: String,
+    /// Engine name, e.g. "Bevy".
+    pub engine_name: String,
+    /// Engine version.
+    pub engine_version: String,
+    /// Executable path, unless left out for privacy.
+    pub executable: Option<String>,
+    /// Process id.
+    pub process_id: u32,
+}
+
+/// Everything known about one GPU crash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CrashReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// 32 hex digits; also the Sentry event id, so an upload retried is one event.
+    pub id: String,
+    /// Device lost or GPU hang.
+    pub kind: CrashKind,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// RFC 3339 UTC time.
+    pub time: String,
+    /// The one human line for the whole crash (first fault's summary or a hang line).
+    pub summary: String,
+    /// Resolved fault addresses.
+    pub faults: Vec<FaultEntry>,
+    /// GPU identity and what was enabled.
+    pub gpu: GpuCrashCapabilities,
+    /// Driver's fault description.
+    pub description: Option<String>,
+    /// Vendor fault infos.
+    pub vendor_infos: Vec<VendorInfo>,
+    /// Vendor binary crash dump.
+    pub vendor_binary: Option<VendorBinaryInfo>,
+    /// `VK_KHR_shader_abort` message.
+    pub shader_abort_message: Option<String>,
+    /// Binding events the ring dropped before the crash.
+    pub binding_events_dropped: u64,
+    /// Index counters at the crash.
+    pub index_stats: IndexStats,
+    /// The last binding events before the crash, oldest first.
+    pub recent_events: Vec<BindingEventEntry>,
+    /// Frame number at the crash.
+    pub frame: u64,
+    /// Application identity.
+    pub application: ApplicationInfo,
+    /// The crash-drill scenario, when the fault was injected by `VK_LAYER_gpu_crash_drill`.
+    pub drill: Option<String>,
+    /// Notes on what could not be gathered (e.g. "fault query returned VK_ERROR_UNKNOWN").
+    pub notes: Vec<String>,
+    /// For `gpu_hang`: what stalled and which objects were freed while work was pending.
+    #[serde(default)]
+    pub hang: Option<HangInfo>,
+    /// The last frames: when their GPU work was submitted and whether it completed.
+    #[serde(default)]
+    pub frames: Vec<FrameTiming>,
+    /// The render stage the GPU was executing when it stopped, e.g. `Core3d MainPass of camera
+    /// "main"` (from GPU breadcrumbs); null when no breadcrumb was in flight or none were recorded.
+    #[serde(default)]
+    pub gpu_stage: Option<String>,
+    /// GPU breadcrumbs of the frames still in flight, oldest frame first, as the GPU left them.
+    #[serde(default)]
+    pub breadcrumbs: Vec<FrameBreadcrumbs>,
+    /// Binding events after the fault (after the faulting frame's work was submitted, or wgpu's
+    /// teardown after the loss): kept for reading, never used to resolve the fault.
+    #[serde(default)]
+    pub events_after_fault: Vec<BindingEventEntry>,
+    /// Which device of this run it was: 1 for the first, one more after each renderer recovery.
+    #[serde(default = "first_generation")]
+    pub device_generation: u32,
+    /// Device losses and hangs in this run so far, this one included.
+    #[serde(default)]
+    pub crashes_this_run: u32,
+    /// Milliseconds since the previous crash of this run, if there was one.
+    #[serde(default)]
+    pub ms_since_previous_crash: Option<u64>,
+    /// Crashes with the same fingerprint that were counted instead of uploaded (crash-loop limit).
+    #[serde(default)]
+    pub suppressed_duplicates: u32,
+    /// Set when this report is a device loss that came after this same fault's GPU hang report had
+    /// been sent: the file is the hang report's (same id), rewritten with the loss's facts, and it
+    /// reaches Sentry as a second event of the hang's issue.
+    #[serde(default)]
+    pub follows_hang: Option<HangFollowUp>,
+}
+
+/// How a device loss joins the GPU hang report of the same fault, sent before the loss came.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HangFollowUp {
+    /// The Sentry event id the hang report was sent under (its report id).
+    pub hang_event_id: String,
+    /// This report's own Sentry event id (Sentry drops a second event with an id it has seen), kept
+    /// so a retried upload is still one event.
+    pub event_id: String,
+    /// The hang event's fingerprint: the loss's event joins the hang's issue.
+    pub fingerprint: Vec<String>,
+    /// Milliseconds from the hang report to the loss.
+    pub loss_after_ms: u64,
+}
+
+fn first_generation() -> u32 {
+    1
+}
+
+/// What the watchdog saw when it declared a hang.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HangInfo {
+    /// Oldest frame whose GPU work never completed.
+    pub oldest_pending_frame: u64,
+    /// Frames submitted but not completed.
+    pub pending_frames: u64,
+    /// Milliseconds since the oldest pending work was submitted.
+    pub stalled_ms: u64,
+    /// The `hang_timeout` setting in milliseconds.
+    pub hang_timeout_ms: u64,
+    /// Resources unbound while GPU work was pending, most recent first: a GPU still using one of
+    /// them is the classic cause of a hang (descriptor use-after-free).
+    pub suspects: Vec<Culprit>,
+    /// A `VK_KHR_device_fault` report said `WATCHDOG_TIMEOUT`.
+    pub driver_watchdog_timeout: bool,
+}
+
+/// One frame's GPU work as the reporter tracked it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameTiming {
+    /// Frame number.
+    pub frame: u64,
+    /// Milliseconds between the submit and the report.
+    pub submitted_ms_before_report: u64,
+    /// Milliseconds from submit to completion; null when it never completed.
+    pub completed_after_ms: Option<u64>,
+}
+
+impl CrashReport {
+    /// The Sentry event id this report is sent under: its id, or for a loss that follows its hang
+    /// report, the follow-up's own ([`HangFollowUp::event_id`]).
+    pub fn event_id(&self) -> &str {
+        self.follows_hang
+            .as_ref()
+            .map_or(self.id.as_str(), |f| f.event_id.as_str())
+    }
+
+    /// The report's file name: `gpu-crash-<time>-<id>.json`, with the whole id, so two reports of
+    /// the same millisecond never share a name.
+    pub fn file_name(&self) -> String {
+        format!("gpu-crash-{}-{}.json", self.timestamp_ms, self.id)
+    }
+}
