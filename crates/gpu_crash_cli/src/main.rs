@@ -25,8 +25,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use error::CliError;
-
 #[derive(Parser)]
 #[command(
     name = "gpu-crash",

@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use gpu_crash_core::report::read_report;
 use gpu_crash_core::{CrashReporter, Mark, ReporterSettings};
 
 /// Frames the application runs when nothing crashes.
@@ -168,27 +167,25 @@ fn main() {
         reporter.frame_submitting();
         queue.submit(buffers);
         reporter.frame_submitted(&queue);
-        let _ = device.poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(Duration::from_secs(10)),
-        });
-        // Acquire: pairs with the callback's Release.
+        // Acquire: pairs with the callback's Release. wgpu learns of a loss at the submit; polling
+        // a lost device panics (wgpu treats it as fatal), so the loss is checked first.
+        if !lost.load(Ordering::Acquire) {
+            let _ = device.poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(Duration::from_secs(10)),
+            });
+        }
         if lost.load(Ordering::Acquire) {
+            // The report and its upload finish (bounded), its verdict and path are the last lines
+            // on stderr, and the process ends without exit handlers (they would tear the driver
+            // down under threads still inside it).
             reporter.wait_for_reports();
-            for path in reporter.written_reports().written() {
-                println!("wgpu_app: GPU crash report written to {}", path.display());
-                if let Ok(report) = read_report(&path) {
-                    for fault in &report.faults {
-                        println!("wgpu_app: {}", fault.summary);
-                    }
-                }
-            }
-            // Exit handlers would tear the driver down under threads still inside it.
             reporter.end_process(1);
         }
     }
     println!("wgpu_app: {FRAMES} frames, no GPU crash");
     reporter.at_exit();
+    reporter.detach();
 }
 
 /// Particle buffer generation `generation`, labelled with it.

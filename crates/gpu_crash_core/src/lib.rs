@@ -18,8 +18,9 @@
 //! reporter.frame_submitting();
 //! queue.submit([]);
 //! reporter.frame_submitted(&queue);
-//! // At exit: reports and uploads finish (bounded).
+//! // At exit: reports and uploads finish (bounded), then the device may go.
 //! reporter.at_exit();
+//! reporter.detach();
 //! # Ok(()) }
 //! ```
 //!
@@ -86,7 +87,8 @@ pub use wgpu_device::DeviceError;
 pub mod test_support {
     pub use crate::capture::messenger::{address_binding_callback, MessengerTarget};
     pub use crate::capture::{BindingKind, BindingRecord, BindingRing, RingConsumer};
-    pub use crate::deliver::{build_envelope, sentry_event};
+    pub use crate::deliver::envelope::build_envelope;
+    pub use crate::deliver::sentry_event::sentry_event;
     pub use crate::index::{
         allocator_names, object_type_name, AddressIndex, IndexSettings, IndexStats, IndexerHandle,
     };

@@ -304,13 +304,20 @@ impl CrashReporter {
         self.crash.wait_for_reports();
     }
 
-    /// The application is exiting: lets the crash path's threads finish (bounded), sends the
-    /// held-back crash-loop reports, and lets the device go (the reporter holds a clone of it, and
-    /// wgpu's device-lost callback holds the reporter). The panic hook no longer reports for this
-    /// reporter.
+    /// The application is exiting: lets the crash path's threads finish (bounded) and sends the
+    /// held-back crash-loop reports. The panic hook no longer reports for this reporter. The
+    /// watchdog goes on until the reporter is dropped: a GPU hung while the application tears down
+    /// (its device's drop waits for the GPU) is still reported.
     pub fn at_exit(&self) {
         panic_hook::forget();
         self.crash.at_exit();
+    }
+
+    /// The application is done with its device: the reporter lets go of its clone (and of the
+    /// device's markers and messenger), so the device can be destroyed. wgpu's device-lost
+    /// callback set by [`Self::request_device`] holds the reporter, so a device made that way
+    /// lives until this is called.
+    pub fn detach(&self) {
         self.crash.sessions.end();
     }
 
@@ -321,10 +328,18 @@ impl CrashReporter {
     }
 
     /// Ends the process now with `code`, without exit handlers (see
-    /// [`ReporterSettings::end_process_after_loss`]), after [`Self::at_exit`].
+    /// [`ReporterSettings::end_process_after_loss`]), after [`Self::at_exit`]. Its last lines on
+    /// stderr are the reporter's: each report of this run, its verdict, and what to run next.
     pub fn end_process(&self, code: i32) -> ! {
         self.at_exit();
+        self.crash.print_closing_lines();
         crate::crash::exit_now(code)
+    }
+
+    /// What a player's log (or a QA run) should end with: for each report this run wrote, its
+    /// verdict lines, where it is, and the command that shows it.
+    pub fn closing_lines(&self) -> Vec<String> {
+        self.crash.closing_lines()
     }
 
     /// The reports this run wrote.

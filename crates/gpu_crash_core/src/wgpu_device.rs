@@ -52,7 +52,7 @@ impl CrashReporter {
     /// gets a plain `request_device` and no reporting.
     ///
     /// wgpu keeps one device-lost callback: an application that sets its own afterwards calls
-    /// [`Self::device_lost`] from it.
+    /// [`Self::device_lost`] from it. The reporter holds the device until [`Self::detach`].
     pub async fn request_device(
         &self,
         adapter: &wgpu::Adapter,

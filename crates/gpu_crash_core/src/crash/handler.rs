@@ -19,18 +19,19 @@
 //!   its notes say where it could not be written.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn};
 
+use super::crash_loop::{CrashLog, CrashLoopLimit, Upload};
 use super::exit::{exit_now, OnHang};
 use super::hang_then_loss::ReportedHang;
+use super::loss_turns::{IndexOnLostDevice, LossClaim, LossTurns};
 use super::session::{DeviceSession, DeviceSessions, LossStart};
 use super::uploads::RunningUploads;
 use super::written::WrittenReports;
 use crate::data_dir::REPORT_DIR_ENV;
-use crate::deliver::sentry_event::fingerprint;
 use crate::deliver::{HeldEnvelope, Outbox};
 use crate::guard::guarded;
 use crate::index::{allocator_names, AddressIndex, IndexerHandle};
@@ -54,62 +55,6 @@ const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 1_000);
 /// Time beyond the bounds above that a wait for the crash path allows: threads to start, envelopes
 /// to be stamped.
 const WAIT_MARGIN: Duration = Duration::from_secs(1);
-
-/// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`]: a game that
-/// survives its crashes (renderer recovery) and crashes again and again must not flood the project.
-///
-/// The first `max_uploads - 1` reports of a fingerprint in a window upload at once; later ones are
-/// held back: each replaces the previous held-back one in the outbox and counts the losses it stands
-/// for (`suppressed_duplicates`). The held-back report is the window's last upload: it goes out when
-/// the app exits, when the same crash comes again after the window, or at the next launch. Every
-/// report is still written to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CrashLoopLimit {
-    /// Uploads of the same fingerprint in one window, the held-back summary included. Default: 3.
-    pub max_uploads: u32,
-    /// The window. Default: 10 minutes.
-    pub window: Duration,
-}
-
-impl Default for CrashLoopLimit {
-    fn default() -> Self {
-        Self {
-            max_uploads: 3,
-            window: Duration::from_secs(600),
-        }
-    }
-}
-
-/// Crashes of this run, for "how many, how long since the last" and the crash-loop limit.
-#[derive(Default)]
-struct CrashLog {
-    count: u32,
-    last_at: Option<Instant>,
-    fingerprints: Vec<FingerprintLog>,
-}
-
-/// One fingerprint's uploads in its current window.
-struct FingerprintLog {
-    key: Vec<String>,
-    window_start: Instant,
-    uploaded: u32,
-    /// Crashes held back in this window, and the envelope of the latest (which counts them all).
-    held: u32,
-    held_envelope: Option<HeldEnvelope>,
-}
-
-/// What to do with a report's upload.
-#[derive(Debug)]
-enum Upload {
-    /// Enqueue and send now, after releasing the previous window's held-back envelope, if any.
-    Now { release: Option<HeldEnvelope> },
-    /// Hold back in place of this earlier held-back envelope (if any), do not send yet.
-    Hold {
-        /// The fingerprint, to note the new envelope under.
-        key: Vec<String>,
-        replaces: Option<HeldEnvelope>,
-    },
-}
 
 /// What is left to send of a report that is on disk and in the outbox (or could not be).
 enum Delivery {
@@ -156,96 +101,6 @@ pub(crate) struct CrashHandling {
     work: RunningUploads,
     /// Loss reports are built one at a time, in the order the losses came.
     turns: LossTurns,
-}
-
-/// Turns of the loss reports: a recovered device can be lost again before the first report is
-/// built, and each report must read its own device's index, which the indexer leaves for the next
-/// device only when that report is done (see [`IndexOnLostDevice`]).
-#[derive(Clone, Default)]
-struct LossTurns(Arc<(Mutex<Turns>, Condvar)>);
-
-#[derive(Default)]
-struct Turns {
-    issued: u64,
-    /// Tickets below this are done.
-    serving: u64,
-}
-
-impl LossTurns {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Turns> {
-        self.0 .0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The next ticket, in the order of the calls (the losses).
-    fn ticket(&self) -> LossTurn {
-        let mut turns = self.lock();
-        let ticket = turns.issued;
-        turns.issued += 1;
-        LossTurn {
-            turns: self.clone(),
-            ticket,
-        }
-    }
-}
-
-/// One loss report's turn; dropping it (the report built, or its thread unwinding) passes the turn
-/// on.
-struct LossTurn {
-    turns: LossTurns,
-    ticket: u64,
-}
-
-impl LossTurn {
-    /// Waits until the earlier reports are built, at most `limit` (each is bounded; past it this
-    /// one goes ahead rather than wait behind a stuck one).
-    fn wait(&self, limit: Duration) {
-        let (_, turn_changed) = &*self.turns.0;
-        let turns = self.turns.lock();
-        let _ = turn_changed
-            .wait_timeout_while(turns, limit, |t| t.serving < self.ticket)
-            .unwrap_or_else(|p| p.into_inner());
-    }
-}
-
-impl Drop for LossTurn {
-    fn drop(&mut self) {
-        let mut turns = self.turns.lock();
-        turns.serving = turns.serving.max(self.ticket + 1);
-        self.turns.0 .1.notify_all();
-    }
-}
-
-/// What a loss report holds until it is built: its turn and its device's index. Dropped on every way
-/// out of the report thread, a caught panic included.
-struct LossClaim {
-    turn: LossTurn,
-    _index: IndexOnLostDevice,
-}
-
-/// Keeps the index on a lost device (pinned, unbinds held) until its report is built.
-struct IndexOnLostDevice {
-    indexer: Arc<IndexerHandle>,
-    generation: u32,
-}
-
-impl IndexOnLostDevice {
-    fn new(indexer: Arc<IndexerHandle>, generation: u32) -> Self {
-        // What is torn down from now on (wgpu destroys everything after a loss) stays in the index,
-        // and a recovered device's first events wait until the report has read it.
-        indexer.hold_unbinds(generation);
-        indexer.pin_device(generation);
-        Self {
-            indexer,
-            generation,
-        }
-    }
-}
-
-impl Drop for IndexOnLostDevice {
-    fn drop(&mut self) {
-        self.indexer.release_hold(self.generation);
-        self.indexer.unpin_device(self.generation);
-    }
 }
 
 impl CrashHandling {
@@ -404,6 +259,7 @@ impl CrashHandling {
                 session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
             }
             self.wait_for_reports();
+            self.print_closing_lines();
             exit_now(code);
         }
     }
@@ -493,7 +349,10 @@ impl CrashHandling {
         count: bool,
     ) -> Delivery {
         let upload = if count {
-            self.count_crash(report)
+            self.log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .count(report, self.settings.crash_loop)
         } else {
             Upload::Now { release: None }
         };
@@ -553,23 +412,35 @@ impl CrashHandling {
                 (replaces, self.queue(report, vendor_binary))
             }
         };
-        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(entry) = log.fingerprints.iter_mut().find(|f| f.key == key) {
-            entry.held_envelope = kept;
-        }
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keep_held(&key, kept);
         delivery
     }
 
     /// The app is exiting: lets the crash path's threads finish and sends the held-back
     /// crash-loop reports, each within the upload timeout.
     pub(crate) fn at_exit(&self) {
+        // A GPU that hangs while the app quits is still a hang: the watchdog gets its time to say
+        // so before the app's teardown stops it (its device's drop would wait on the GPU anyway).
+        if let Some(session) = self.sessions.current() {
+            let bound = self
+                .settings
+                .hang_timeout
+                .saturating_add(REPORT_BOUND)
+                .saturating_add(WAIT_MARGIN);
+            if !session.wait_until_settled(bound) {
+                warn!(
+                    "GPU crash reporter: the GPU's work is still not done {} ms into the exit",
+                    bound.as_millis()
+                );
+            }
+        }
         self.wait_for_reports();
         let held: Vec<HeldEnvelope> = {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-            log.fingerprints
-                .iter_mut()
-                .filter_map(|f| f.held_envelope.take())
-                .collect()
+            log.take_held()
         };
         if held.is_empty() {
             return;
@@ -649,55 +520,6 @@ impl CrashHandling {
                     ),
                 }
             }
-        }
-    }
-
-    /// Counts the crash into the report (how many this run, since when) and decides its upload under
-    /// the crash-loop limit.
-    fn count_crash(&self, report: &mut CrashReport) -> Upload {
-        let now = Instant::now();
-        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        log.count += 1;
-        report.crashes_this_run = log.count;
-        report.ms_since_previous_crash = log
-            .last_at
-            .map(|t| now.saturating_duration_since(t).as_millis() as u64);
-        log.last_at = Some(now);
-        let key = fingerprint(report);
-        let limit = self.settings.crash_loop;
-        let index = match log.fingerprints.iter().position(|f| f.key == key) {
-            Some(i) => i,
-            None => {
-                log.fingerprints.push(FingerprintLog {
-                    key,
-                    window_start: now,
-                    uploaded: 0,
-                    held: 0,
-                    held_envelope: None,
-                });
-                log.fingerprints.len() - 1
-            }
-        };
-        let entry = &mut log.fingerprints[index];
-        let mut release = None;
-        if now.saturating_duration_since(entry.window_start) >= limit.window {
-            // A new window. A report held back in the old one is released into the outbox: the
-            // upload below sends it first (oldest first), so it is not lost.
-            entry.window_start = now;
-            entry.uploaded = 0;
-            entry.held = 0;
-            release = entry.held_envelope.take();
-        }
-        if entry.uploaded + 1 < limit.max_uploads {
-            entry.uploaded += 1;
-            report.suppressed_duplicates = 0;
-            return Upload::Now { release };
-        }
-        entry.held += 1;
-        report.suppressed_duplicates = entry.held - 1;
-        Upload::Hold {
-            key: entry.key.clone(),
-            replaces: entry.held_envelope.take(),
         }
     }
 }

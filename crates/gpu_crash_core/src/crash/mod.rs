@@ -2,10 +2,13 @@
 //! and the path from a device loss or a stall to a report on disk and in the outbox.
 
 mod breadcrumbs;
+mod closing;
+mod crash_loop;
 mod exit;
 mod frames;
 mod handler;
 mod hang_then_loss;
+mod loss_turns;
 pub(crate) mod panic_hook;
 mod session;
 mod uploads;
@@ -13,9 +16,9 @@ mod watchdog;
 mod written;
 
 pub use breadcrumbs::{BreadcrumbRecorder, Mark};
+pub use crash_loop::CrashLoopLimit;
 pub(crate) use exit::exit_now;
 pub use exit::OnHang;
-pub use handler::CrashLoopLimit;
 pub(crate) use handler::{CrashHandling, CrashSettings};
 pub(crate) use session::DeviceSessions;
 pub(crate) use watchdog::Watchdog;

@@ -144,6 +144,30 @@ impl DeviceSession {
         reached(&phase)
     }
 
+    /// Waits, at most `wait`, until the GPU has finished what was submitted to this device or
+    /// this device's fault is reported (a hang report sent, or the loss's report done); returns
+    /// whether it did. At once for a healthy GPU. Polls: the GPU's progress is marker memory, read
+    /// without waiting on wgpu.
+    pub(crate) fn wait_until_settled(&self, wait: Duration) -> bool {
+        let Some(timeline) = &self.timeline else {
+            return true;
+        };
+        let until = Instant::now().checked_add(wait);
+        loop {
+            let reported = matches!(
+                *self.phase(),
+                FaultPhase::HangReported(_) | FaultPhase::Lost { done: true }
+            );
+            if reported || timeline.completed() >= timeline.last_submitted() {
+                return true;
+            }
+            if until.is_none_or(|u| Instant::now() >= u) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
         // Acquire: pairs with the Release in `begin_loss`.
         self.lost.load(Ordering::Acquire)

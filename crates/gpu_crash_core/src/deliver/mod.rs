@@ -19,6 +19,9 @@
 mod claim;
 mod dsn;
 pub(crate) mod envelope;
+mod event_breadcrumbs;
+mod event_size;
+mod exception;
 mod held;
 mod ledger;
 mod outbox;
@@ -29,8 +32,6 @@ mod settings;
 mod transport;
 
 pub use dsn::{Dsn, DsnError};
-pub use envelope::build_envelope;
 pub(crate) use held::HeldEnvelope;
 pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
-pub use sentry_event::sentry_event;
 pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};
