@@ -122,6 +122,16 @@ fn check_memory_fault(
             run.stderr().contains(&fault.summary),
             "{api}: the human line is printed"
         );
+        // The run's last lines are ours, below whatever Bevy prints while the app quits: the
+        // verdict, where the report is, and what to run next.
+        let stderr = run.stderr();
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        assert_eq!(tail[2], fault.summary, "{api}: {stderr}");
+        assert!(tail[1].starts_with("GPU crash report: "), "{api}: {stderr}");
+        assert!(
+            tail[0].trim_start().starts_with("next: gpu-crash show "),
+            "{api}: {stderr}"
+        );
         assert_eq!(report.drill.as_deref(), Some(scenario));
         if api == "khr" {
             assert!(

@@ -96,7 +96,7 @@ fn a_plain_wgpu_app_reports_a_drilled_use_after_free_of_its_own_buffer() {
         .unwrap();
     assert_eq!(read_report(&path).unwrap().id, report.id);
     assert!(
-        server.event(&report.event_id()).is_some(),
+        server.event(report.event_id()).is_some(),
         "Bugsink has the event of report {}: {log}",
         report.id
     );

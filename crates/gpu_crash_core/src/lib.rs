@@ -65,8 +65,8 @@ mod vulkan;
 mod wgpu_device;
 
 pub use assets::{
-    AssetKey, AssetMap, AssetName, AssetUsers, ImageTenant, MeshData, MeshTenant, MeshUser,
-    SharedAssetMap, Stamp,
+    AssetKey, AssetMap, AssetName, AssetUsers, ImageTenant, ListedUsers, MeshData, MeshTenant,
+    MeshUser, SharedAssetMap, Stamp,
 };
 pub use crash::{BreadcrumbRecorder, CrashLoopLimit, Mark, OnHang, WrittenReports};
 pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};

@@ -16,7 +16,7 @@ use std::time::Duration;
 pub(crate) use map::Tenancy;
 pub use map::{AssetKey, AssetMap, AssetName, ImageTenant, MeshData, MeshTenant, Stamp};
 pub(crate) use slab_label::MeshSlabLabel;
-pub use users::{AssetUsers, MeshUser};
+pub use users::{AssetUsers, ListedUsers, MeshUser};
 
 /// One device's asset map, shared by the application's side (writer) and the crash path (reader).
 #[derive(Clone, Default)]

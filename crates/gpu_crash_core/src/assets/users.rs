@@ -20,9 +20,12 @@ pub struct MeshUser {
     pub shown_as: String,
 }
 
+/// Users of one mesh as a report lists them: each with its name, if it has one.
+pub type ListedUsers = Vec<(MeshUser, Option<String>)>;
+
 #[derive(Default)]
 struct MeshUsers {
-    listed: Vec<(MeshUser, Option<String>)>,
+    listed: ListedUsers,
     count: u32,
 }
 
@@ -48,7 +51,7 @@ impl AssetUsers {
     /// The users of `mesh` a report lists (at most 8, each with its name) and how many there
     /// are. Tries the lock for a while; `None` when the application holds it longer (the crash
     /// path must not wait on the game).
-    pub fn users_of(&self, mesh: AssetKey) -> Option<(Vec<(MeshUser, Option<String>)>, u32)> {
+    pub fn users_of(&self, mesh: AssetKey) -> Option<(ListedUsers, u32)> {
         let table = crate::time_box::try_lock_for(&self.0, LOCK_WAIT)?;
         Some(
             table
