@@ -1049,9 +1049,55 @@ device27b() {
     tar -C $logs -czf "$OUT/run27b-results.tar.gz" .
 }
 
+# Build for batch 28 (issue 36): the realistic scene built from two trees, the commit before the core
+# split (SCENE_BEFORE_TREE, a worktree of it, built with its own target dir) and this tree, both
+# release and stripped, into .devrun/scene28.tar.xz.
+#   SCENE_BEFORE_TREE=/work/wt-before CARGO_TARGET_DIR=/work/wt-before/target \
+#       bash scripts/gpu-validation.sh build28      (one target dir: Bevy's release build shared)
+build28() {
+    local before=${SCENE_BEFORE_TREE:?SCENE_BEFORE_TREE: a worktree of the commit before}
+    local before_target=${SCENE_BEFORE_TARGET:-$before/target}
+    local target=${CARGO_TARGET_DIR:-$ROOT/target}
+    mkdir -p .devrun /tmp/gv-stage28 && rm -f .devrun/scene28.tar.xz
+    # Copied at once: the two builds may share one target dir (Bevy compiled once).
+    (cd "$before/bench/realistic_scene" && CARGO_TARGET_DIR=$before_target nice -n 10 cargo build --release)
+    cp "$before_target/release/realistic_scene" /tmp/gv-stage28/scene_before
+    (cd bench/realistic_scene && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release)
+    cp "$target/release/realistic_scene" /tmp/gv-stage28/scene_after
+    strip /tmp/gv-stage28/scene_before /tmp/gv-stage28/scene_after
+    tar -C /tmp/gv-stage28 -cf - scene_before scene_after | xz -T0 -6 > .devrun/scene28.tar.xz
+    { git -C "$before" describe --always --dirty --abbrev=12; git describe --always --dirty --abbrev=12; } \
+        > .devrun/scene28.commit
+    ls -la .devrun
+}
+
+# Batch 28: the plugin (everything on) in the realistic scene before and after the core split,
+# alternating processes, the order flipped every round (ABBA), plus the scene without the plugin
+# (this tree's binary) as the floor; SCENE_ROUNDS rounds (default 8), each run's mean frame kept.
+device28() {
+    setup_device
+    tar -C $bin -xJf .devrun/scene28.tar.xz
+    echo "scene commits (before, after): $(tr '\n' ' ' < .devrun/scene28.commit)" | tee -a $logs/env.txt
+    local rounds=${SCENE_ROUNDS:-8} frames=${SCENE_FRAMES:-600} warmup=${SCENE_WARMUP:-120}
+    local r which order
+    for r in $(seq 1 "$rounds"); do
+        if [ $((r % 2)) -eq 1 ]; then order="before after floor"; else order="after before floor"; fi
+        for which in $order; do
+            local exe=$bin/scene_$which args=""
+            [ "$which" = floor ] && { exe=$bin/scene_after; args="--no-plugin"; }
+            timeout -s KILL 120 "$exe" $args --frames "$frames" --warmup "$warmup" \
+                > "$logs/r$r-$which.out" 2> "$logs/r$r-$which.err"
+            echo "round $r $which rc=$? $(grep -o 'mean_us=[0-9.]*' "$logs/r$r-$which.out") $(grep -o 'median_us=[0-9.]*' "$logs/r$r-$which.out")"
+        done
+    done
+    tar -C $logs -czf "$OUT/run28-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build27) build27 ;;
+    build28) build28 ;;
+    device28) device28 ;;
     device27b) device27b ;;
     device27) device27 ;;
     build9) build9 ;;
