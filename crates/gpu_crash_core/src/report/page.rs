@@ -72,7 +72,7 @@ svg .pending{fill:#dc2626}
 .key.pending{background:#dc2626}.key.live{background:#2563eb}
 .key.freed{background:#cbd5e1;border:1px dashed #64748b}.key.fault{background:#e11d48}
 .key.asset{background:#f59e0b}
-.verdict-tag{display:inline-block;padding:1px 8px;border-radius:999px;background:#e11d48;color:#fff;font-size:12px;font-weight:700}
+.verdict-tag{display:inline-block;padding:1px 8px;border-radius:999px;background:#9f1239;color:#fff;font-size:12px;font-weight:700}
 li{margin:3px 0}
 "#;
 
