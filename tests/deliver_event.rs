@@ -250,7 +250,11 @@ fn huge_reports_are_trimmed_under_one_mebibyte() {
 
     let env = envelope_bytes(&report, Some(&[7u8; 1000]), &s);
     let items: Vec<EnvelopeItem> = Envelope::from_slice(&env).unwrap().into_items().collect();
-    assert_eq!(items.len(), 3, "event, report JSON, vendor binary");
+    assert_eq!(
+        items.len(),
+        4,
+        "event, report JSON, vendor binary, report page"
+    );
     let EnvelopeItem::Event(event) = &items[0] else {
         panic!("the first item is not the event");
     };
@@ -274,6 +278,46 @@ fn huge_reports_are_trimmed_under_one_mebibyte() {
         attached[1].content_type.as_deref(),
         Some("application/octet-stream")
     );
+    // The page of a huge report is bounded by what it draws, and says what it left out.
+    let page = &attached[2];
+    assert_eq!(page.filename, "gpu-crash-report.html");
+    assert_eq!(page.content_type.as_deref(), Some("text/html"));
+    assert!(page.buffer.len() <= s.max_attachment_bytes);
+    let page = String::from_utf8(page.buffer.clone()).unwrap();
+    assert!(page.contains("more note(s) in the report"), "{page}");
+}
+
+#[test]
+fn the_report_page_is_attached_and_counted_against_the_attachment_limit() {
+    let report = use_after_free("particles", 0x1000_0000);
+    let mut s = settings(tmp_dir("page"));
+    let attached = attachments(&envelope_bytes(&report, None, &s));
+    let page = attached
+        .iter()
+        .find(|a| a.filename == "gpu-crash-report.html")
+        .expect("the report page is attached");
+    assert_eq!(page.content_type.as_deref(), Some("text/html"));
+    let html = String::from_utf8(page.buffer.clone()).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(
+        html.contains("buffer &quot;particles&quot; (culprit)"),
+        "{html}"
+    );
+
+    // Over the limit, the page is left out and the JSON says so.
+    s.max_attachment_bytes = html.len() - 1;
+    let attached = attachments(&envelope_bytes(&report, None, &s));
+    assert!(attached
+        .iter()
+        .all(|a| a.filename != "gpu-crash-report.html"));
+    let back: CrashReport = serde_json::from_slice(&attached[0].buffer).unwrap();
+    assert!(
+        back.notes
+            .iter()
+            .any(|n| n.contains("the report page") && n.contains("was not uploaded")),
+        "{:?}",
+        back.notes
+    );
 }
 
 #[test]
@@ -292,8 +336,13 @@ fn envelope_header_names_event_dsn_and_sent_at() {
     assert_eq!(Some(dsn), s.dsn);
     assert!(header["sent_at"].as_str().unwrap().ends_with('Z'));
     let attached = attachments(&env);
-    assert_eq!(attached.len(), 1, "event + report JSON (no vendor binary)");
+    assert_eq!(
+        attached.len(),
+        2,
+        "event + report JSON + report page (no vendor binary)"
+    );
     assert_eq!(attached[0].filename, report.file_name());
+    assert_eq!(attached[1].filename, "gpu-crash-report.html");
 }
 
 #[test]
@@ -627,5 +676,15 @@ fn without_include_paths_no_absolute_path_leaves() {
         "label is invalid",
     ] {
         assert!(text.contains(kept), "{kept:?} was scrubbed too");
+    }
+    // The page is drawn from the scrubbed report (its text is HTML-escaped, not JSON-escaped).
+    let page = attachments(&bytes)
+        .into_iter()
+        .find(|a| a.filename == "gpu-crash-report.html")
+        .expect("the report page is attached");
+    let page = String::from_utf8(page.buffer).unwrap();
+    assert!(page.contains("water.wgsl") && page.contains("tree.glb"));
+    for leak in ["/home/qa", "Users\\qa", "/opt/studio", "/mods/"] {
+        assert!(!page.contains(leak), "{leak:?} leaked into the page");
     }
 }

@@ -3,7 +3,7 @@
 //! - `drill`: run any Vulkan game under the crash-drill layer (embedded in this binary) and say
 //!   where the report went and what it concluded;
 //! - `doctor`: what the plugin would capture on each GPU of this machine, and why not the rest;
-//! - `show`: one report, for a human;
+//! - `show`: one report, for a human (`--html`: as a page with pictures);
 //! - `list`: the reports and outbox envelopes on this machine;
 //! - `upload`: send saved reports to Sentry as the plugin would.
 //!
@@ -50,6 +50,13 @@ enum Command {
     Show {
         /// The report (`gpu-crash-*.json`).
         report: PathBuf,
+        /// Write the report as one self-contained HTML page (map of the fault address, timeline
+        /// of the frames in flight) instead, and print its path.
+        #[arg(long)]
+        html: bool,
+        /// Where `--html` writes the page (default: beside the report, `<report>.html`).
+        #[arg(long, value_name = "FILE", requires = "html")]
+        out: Option<PathBuf>,
     },
     /// Reports and outbox envelopes on this machine, with kind, verdict, time and upload state.
     List {
@@ -72,7 +79,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Drill(args) => drill::run(args),
         Command::Doctor { json } => doctor::run(json),
-        Command::Show { report } => show::run(&report),
+        Command::Show {
+            report,
+            html: false,
+            ..
+        } => show::run(&report),
+        Command::Show { report, out, .. } => show::write_html(&report, out.as_deref()),
         Command::List { dir } => list::run(dir.as_deref()),
         Command::Upload(args) => upload::run(args),
     };

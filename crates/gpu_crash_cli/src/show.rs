@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use gpu_crash_core::report::{
-    read_report, BreadcrumbState, CrashKind, CrashReport, Culprit, ObjectState,
+    html_page, read_report, BreadcrumbState, CrashKind, CrashReport, Culprit, ObjectState,
 };
 
 use crate::address_line::{self, bytes};
@@ -25,6 +25,21 @@ pub fn run(path: &Path) -> CliResult {
     // again after (nothing the report holds reaches the terminal raw).
     let report = escaped_report(read_report(path)?);
     print!("{}", escape_controls_but_newlines(&render(&report)));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gpu-crash show --html`: the report as one self-contained page (see
+/// [`gpu_crash_core::report::html_page`]) written to `out`, else beside the report as
+/// `<report>.html`; prints the page's path.
+pub fn write_html(path: &Path, out: Option<&Path>) -> CliResult {
+    if !path.exists() {
+        return Err(CliError::NotFound(path.display().to_string()));
+    }
+    let report = read_report(path)?;
+    let out = out.map_or_else(|| path.with_extension("html"), Path::to_path_buf);
+    std::fs::write(&out, html_page(&report))
+        .map_err(|e| CliError::Io(format!("{}: {e}", out.display())))?;
+    println!("{}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,5 +1,5 @@
-//! The Sentry envelope of a report: sentry-types' [`Envelope`] with the event, the report JSON and
-//! the vendor binary as attachments.
+//! The Sentry envelope of a report: sentry-types' [`Envelope`] with the event, the report JSON, the
+//! vendor binary and the report page (HTML) as attachments.
 //!
 //! Bugsink drops attachments, so the event alone must be enough to act on; Sentry keeps them.
 
@@ -11,18 +11,23 @@ use sentry::Envelope;
 use super::privacy::redacted_report;
 use super::sentry_event::sentry_event;
 use super::settings::DeliverySettings;
-use crate::report::CrashReport;
+use crate::report::{html_page, CrashReport};
 
 /// Extension of envelope files.
 pub const ENVELOPE_EXT: &str = "envelope";
 
+/// File name of the report page attachment ([`html_page`]): one name for every event, so Sentry's
+/// attachment list reads the same across issues.
+pub const REPORT_PAGE_NAME: &str = "gpu-crash-report.html";
+
 /// The envelope for `report`: headers (`event_id`, `dsn` when known but never its secret key,
-/// `sent_at`, `sdk`), the event, the report JSON as an attachment and, if given, the vendor binary
-/// as an attachment.
+/// `sent_at`, `sdk`), the event, the report JSON as an attachment, if given the vendor binary as an
+/// attachment, and the report as a page (`gpu-crash-report.html`, `text/html`).
 ///
 /// The report JSON is attached without what the privacy settings leave out; if it is larger than
 /// [`DeliverySettings::max_attachment_bytes`], its lists are cut (oldest first) with a note. A vendor
-/// binary over that limit is left out with a note (it stays on disk next to the report).
+/// binary or a page over that limit is left out with a note (the binary stays on disk next to the
+/// report). The page is drawn from the redacted report, so it holds nothing the JSON leaves out.
 pub fn build_envelope(
     report: &CrashReport,
     vendor_binary: Option<&[u8]>,
@@ -62,6 +67,21 @@ pub fn build_envelope(
         other => other,
     };
 
+    // The page is drawn from the same redacted report; bounded by design, but held to the same
+    // limit as the JSON (left out with a note rather than cut: half a page draws nothing useful).
+    let page = html_page(&attached);
+    let page = if page.len() > settings.max_attachment_bytes {
+        attached.notes.push(format!(
+            "attachment: the report page ({} bytes) is over {} bytes and was not uploaded; \
+             `gpu-crash show --html` draws it from the report",
+            page.len(),
+            settings.max_attachment_bytes
+        ));
+        None
+    } else {
+        Some(page)
+    };
+
     let mut envelope = Envelope::new().with_headers(headers);
     envelope.add_item(event);
     envelope.add_item(Attachment {
@@ -79,6 +99,14 @@ pub fn build_envelope(
                 .and_then(|v| v.file_name.clone())
                 .unwrap_or_else(|| format!("gpu-crash-{}.vendor.bin", report.id)),
             content_type: Some("application/octet-stream".to_owned()),
+            ty: Some(AttachmentType::Attachment),
+        });
+    }
+    if let Some(page) = page {
+        envelope.add_item(Attachment {
+            buffer: page.into_bytes(),
+            filename: REPORT_PAGE_NAME.to_owned(),
+            content_type: Some("text/html".to_owned()),
             ty: Some(AttachmentType::Attachment),
         });
     }

@@ -8,7 +8,8 @@
 //!
 //! - [`event`]: the Sentry event a developer reads (exception, `gpu` context, tags, breadcrumbs,
 //!   fingerprint, extra), always under 1 MiB.
-//! - [`envelope`]: sentry-types' `Envelope` (event + report JSON + vendor binary attachments).
+//! - [`envelope`]: sentry-types' `Envelope` (event + report JSON + vendor binary + report page
+//!   attachments).
 //! - [`Dsn`]: sentry-types' DSN, parsed with errors that say what is wrong.
 //! - [`Outbox`]: envelopes are written to disk *before* any send and deleted only after a 2xx; retries
 //!   honour `Retry-After` and `X-Sentry-Rate-Limits` (read by sentry's `RateLimiter`); rejected

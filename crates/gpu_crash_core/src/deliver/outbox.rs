@@ -728,13 +728,13 @@ impl Outbox {
     }
 }
 
-/// The largest outbox file read: an event, the report JSON and the vendor binary at their limits,
-/// plus 1 MiB for headers; never under 64 MiB, so that envelopes written under larger limits by an
-/// earlier run still go out.
+/// The largest outbox file read: an event, the report JSON, the vendor binary and the report page
+/// at their limits, plus 1 MiB for headers; never under 64 MiB, so that envelopes written under
+/// larger limits by an earlier run still go out.
 pub(crate) fn envelope_read_cap(settings: &DeliverySettings) -> u64 {
     const FLOOR: u64 = 64 * 1024 * 1024;
     let limits =
-        settings.max_event_bytes as u64 + 2 * settings.max_attachment_bytes as u64 + 1024 * 1024;
+        settings.max_event_bytes as u64 + 3 * settings.max_attachment_bytes as u64 + 1024 * 1024;
     limits.max(FLOOR)
 }
 

@@ -6,7 +6,11 @@
 
 mod build;
 mod file;
+mod html_text;
 mod model;
+mod page;
+mod page_map;
+mod page_timeline;
 
 pub use crate::capture::BindingKind;
 pub use crate::index::IndexStats;
@@ -25,3 +29,4 @@ pub use file::{
 };
 pub(crate) use file::{write_atomically, write_atomically_locked, write_report};
 pub use model::*;
+pub use page::html_page;
