@@ -413,3 +413,121 @@ pub fn session_files(dir: &Path) -> Vec<SessionFileState> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deliver::DeliverySettings;
+    use crate::report::hang_report_for_tests;
+
+    /// An outbox that sends nowhere (nothing listens on port 9) with a release, so sessions are on.
+    fn outbox(name: &str, max_files: usize) -> Outbox {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-crash-sessions-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Outbox::new(DeliverySettings {
+            dsn_from_env: false,
+            release: Some("game@1.0.0".into()),
+            environment: Some("test".into()),
+            max_outbox_files: max_files,
+            ..DeliverySettings::new(Some("http://public@127.0.0.1:9/1".parse().unwrap()), dir)
+        })
+    }
+
+    /// The statuses of the session envelopes waiting in `outbox`.
+    fn queued(outbox: &Outbox) -> Vec<SessionStatus> {
+        outbox
+            .pending()
+            .iter()
+            .filter_map(|p| sentry::Envelope::from_slice(&std::fs::read(p).unwrap()).ok())
+            .flat_map(|e| {
+                e.items()
+                    .filter_map(|i| match i {
+                        sentry::protocol::EnvelopeItem::SessionUpdate(u) => Some(u.status),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// A live run's session (its file locked) is left alone; once its process is gone (the lock
+    /// with it), the next launch ends it `abnormal`.
+    #[test]
+    fn a_left_session_is_abnormal_once_its_process_is_gone() {
+        let outbox = outbox("left", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        assert!(health.start());
+        assert_eq!(session_files(outbox.dir()).len(), 1);
+        assert!(session_files(outbox.dir())[0].live);
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 0, "a live session");
+        drop(health); // as a SIGKILL would: the file stays, its lock goes
+        assert!(!session_files(outbox.dir())[0].live);
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 1);
+        assert_eq!(queued(&outbox), [SessionStatus::Abnormal]);
+        assert!(session_files(outbox.dir()).is_empty());
+    }
+
+    /// A run killed after its session was marked `crashed` but before the crash's envelope was
+    /// queued: the next launch sends `crashed`. Killed after the envelope (which carries the update)
+    /// was queued: nothing more is sent.
+    #[test]
+    fn a_crashed_session_is_sent_once() {
+        let outbox = outbox("crashed", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        health.start();
+        drop(health.crash("0123abcd"));
+        drop(health);
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 1);
+        assert_eq!(queued(&outbox), [SessionStatus::Crashed]);
+
+        let outbox = self::outbox("crashed-carried", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        health.start();
+        drop(health.crash("0123abcd"));
+        drop(health);
+        let crash_envelope = outbox
+            .dir()
+            .join(format!("{:020}-0123abcd.{ENVELOPE_EXT}", 1));
+        std::fs::write(crash_envelope, b"").unwrap();
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 0);
+        assert!(session_files(outbox.dir()).is_empty());
+    }
+
+    /// Over its bounds, the outbox drops session updates before crash reports, whatever their age.
+    #[test]
+    fn a_full_outbox_drops_sessions_first() {
+        let outbox = outbox("bounds", 2);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        health.start();
+        assert!(health.end(SessionStatus::Exited));
+        let mut older = hang_report_for_tests();
+        older.timestamp_ms = 1;
+        outbox.enqueue(&older, None).unwrap();
+        outbox.enqueue(&hang_report_for_tests(), None).unwrap();
+        assert!(queued(&outbox).is_empty(), "the session went");
+        assert_eq!(outbox.pending().len(), 2, "both reports stay");
+    }
+
+    /// Without a release, or with consent denied outright, no session is kept.
+    #[test]
+    fn no_session_without_a_release_or_consent() {
+        let outbox = Outbox::new(DeliverySettings {
+            dsn_from_env: false,
+            include_application_names: false,
+            ..DeliverySettings::new(
+                Some("http://public@127.0.0.1:9/1".parse().unwrap()),
+                std::env::temp_dir()
+                    .join(format!("gpu-crash-sessions-none-{}", std::process::id())),
+            )
+        });
+        if std::env::var_os("SENTRY_RELEASE").is_none() {
+            assert!(!ReleaseHealth::new(outbox.clone(), "game", "").start());
+        }
+        let denied = Outbox::new(DeliverySettings {
+            upload_consent: UploadConsent::Denied,
+            ..outbox.settings().clone()
+        });
+        assert!(!ReleaseHealth::new(denied, "game", "1.0.0").start());
+    }
+}
