@@ -3,7 +3,8 @@
 event's id, fingerprint, level, kind tag and title, and groups them into issues by fingerprint
 (as Sentry does when an event carries one).
 
-    counting-sentry.py serve PORT DIR   # answer 200 to every envelope, one JSON line per event in DIR/events.jsonl
+    counting-sentry.py serve PORT DIR   # answer 200 to every envelope, one JSON line per event in DIR/events.jsonl,
+                                        # every envelope as received (un-gzipped) in DIR/envelopes/NNNNNN.envelope
     counting-sentry.py issues DIR       # one line per issue: its fingerprint and its events
 
 The DSN to give a game: http://public@127.0.0.1:PORT/1
@@ -13,6 +14,7 @@ import http.server
 import json
 import os
 import sys
+import threading
 
 
 def events_of(envelope: bytes):
@@ -47,6 +49,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
         out = self.server.out
+        with self.server.lock:
+            self.server.received += 1
+            name = os.path.join(out, "envelopes", f"{self.server.received:06}.envelope")
+        # Written under a temp name, then renamed: a reader never sees half an envelope.
+        with open(name + ".tmp", "wb") as f:
+            f.write(body)
+        os.rename(name + ".tmp", name)
         with open(os.path.join(out, "events.jsonl"), "a") as f:
             for event in events_of(body):
                 tags = event.get("tags", {})
@@ -72,7 +81,9 @@ def main():
     if sys.argv[1] == "serve":
         server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler)
         server.out = sys.argv[3]
-        os.makedirs(server.out, exist_ok=True)
+        server.lock = threading.Lock()
+        server.received = 0
+        os.makedirs(os.path.join(server.out, "envelopes"), exist_ok=True)
         server.serve_forever()
     elif sys.argv[1] == "issues":
         path = os.path.join(sys.argv[2], "events.jsonl")

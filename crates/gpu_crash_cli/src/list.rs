@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use gpu_crash_core::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYTES};
-use gpu_crash_core::{user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
+use gpu_crash_core::{session_files, user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 
 use crate::error::CliError;
 use crate::error::CliResult;
@@ -169,6 +169,19 @@ fn list_place(place: &Place) -> usize {
         );
     }
     for (path, state) in orphans {
+        if let Some(status) = envelope_session_status(&path) {
+            // A release-health session's own update (see the README's "Release health").
+            println!(
+                "  {}  {:<11} {:<18} {:<10} {}",
+                envelope_time(&path),
+                "session",
+                escape_controls(&status),
+                state,
+                escape_controls(&path.file_name().unwrap_or_default().to_string_lossy())
+            );
+            rows += 1;
+            continue;
+        }
         let event = envelope_event(&path);
         let tag = |name: &str| {
             event
@@ -187,6 +200,39 @@ fn list_place(place: &Place) -> usize {
             tag("gpu.verdict"),
             state,
             escape_controls(&path.file_name().unwrap_or_default().to_string_lossy())
+        );
+        rows += 1;
+    }
+    let sessions = session_files(&place.outbox);
+    if !sessions.is_empty() {
+        println!(
+            "{} (release-health sessions not ended yet)",
+            place.outbox.display()
+        );
+    }
+    for session in sessions {
+        let started = session
+            .started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let state = if session.live {
+            "running"
+        } else {
+            "sent at the next launch"
+        };
+        println!(
+            "  {}  {:<11} {:<18} {:<10} {}",
+            rfc3339(started),
+            "session",
+            escape_controls(&format!("{} {}", session.status, session.release)),
+            state,
+            escape_controls(
+                &session
+                    .path
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+            )
         );
         rows += 1;
     }
@@ -264,6 +310,29 @@ fn envelope_event(path: &Path) -> Option<serde_json::Value> {
         let header: serde_json::Value = serde_json::from_slice(line).unwrap_or_default();
         if header["type"] == "event" {
             return serde_json::from_slice(lines.next()?).ok();
+        }
+    }
+    None
+}
+
+/// The status of the session update in an envelope of one (`exited`, `crashed`, `abnormal`);
+/// `None` for any other envelope.
+fn envelope_session_status(path: &Path) -> Option<String> {
+    if !path.file_name()?.to_string_lossy().contains("-session-") {
+        return None;
+    }
+    // Hostile input: a regular file (no symlink), read up to the report cap.
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_REPORT_BYTES {
+        return None;
+    }
+    let text = std::fs::read(path).ok()?;
+    let mut lines = text.split(|&b| b == b'\n');
+    while let Some(line) = lines.next() {
+        let header: serde_json::Value = serde_json::from_slice(line).unwrap_or_default();
+        if header["type"] == "session" {
+            let update: serde_json::Value = serde_json::from_slice(lines.next()?).ok()?;
+            return update["status"].as_str().map(str::to_owned);
         }
     }
     None

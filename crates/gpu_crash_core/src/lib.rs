@@ -71,7 +71,8 @@ pub use assets::{
 pub use crash::{BreadcrumbRecorder, CrashLoopLimit, Mark, OnHang, WrittenReports};
 pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 pub use deliver::{
-    DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError, UploadConsent, UploadState,
+    session_files, DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError,
+    SessionFileState, SessionTracking, UploadConsent, UploadState,
 };
 pub use progress::{FRAME_LABEL, PRE_CAMERA_LABEL};
 pub use reporter::{AttachedDevice, CrashReporter, IndexedAssets, StartError};

@@ -11,7 +11,7 @@ use crate::crash::{
     WrittenReports,
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
-use crate::deliver::Outbox;
+use crate::deliver::{Outbox, ReleaseHealth, SessionTracking};
 use crate::index::{AddressIndex, IndexStats, IndexerHandle};
 use crate::progress::GpuTimeline;
 use crate::report::ApplicationInfo;
@@ -107,6 +107,10 @@ impl CrashReporter {
                 tracing::warn!("GPU crash reporter: could not start the upload thread: {err}");
             }
         }
+        let health = ReleaseHealth::new(outbox.clone(), &application.name, &application.version);
+        if outbox.settings().session_tracking == SessionTracking::PerRun {
+            health.start();
+        }
         let setup = VulkanSetup::new(
             indexer.ring().clone(),
             ExtensionRequest {
@@ -128,6 +132,7 @@ impl CrashReporter {
                 end_process_after_loss: settings.end_process_after_loss,
             },
             outbox,
+            health,
         );
         panic_hook::install(crash.clone());
         Ok(Self {
@@ -311,6 +316,30 @@ impl CrashReporter {
     pub fn at_exit(&self) {
         panic_hook::forget();
         self.crash.at_exit();
+    }
+
+    /// Starts a release-health session (Sentry's crash-free sessions), ending the running one
+    /// `exited` first: for a game whose session is not its run (one per match, per level). It ends
+    /// as the run's own does: [`Self::end_session`] or a clean exit (`exited`), a GPU crash report
+    /// (`crashed`), or a kill (`abnormal`, sent at the next launch). Returns false when sessions
+    /// are off ([`crate::DeliverySettings::session_tracking`], no DSN, no release).
+    pub fn start_session(&self) -> bool {
+        self.crash.health.start()
+    }
+
+    /// Ends the running release-health session `exited` and queues its update, sent off this
+    /// thread (or, offline, at the next upload). Returns false when none runs.
+    pub fn end_session(&self) -> bool {
+        let ended = self
+            .crash
+            .health
+            .end(sentry::protocol::SessionStatus::Exited);
+        if ended {
+            // Off the game's thread; what it cannot send waits for the next upload.
+            let outbox = &self.crash.outbox;
+            let _ = outbox.spawn_background_flush(outbox.settings().upload_timeout);
+        }
+        ended
     }
 
     /// The application is done with its device: the reporter lets go of its clone (and of the

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sentry::protocol::SessionStatus;
 use tracing::{error, info, warn};
 
 use super::crash_loop::{CrashLog, CrashLoopLimit, Upload};
@@ -32,7 +33,7 @@ use super::session::{DeviceSession, DeviceSessions, LossStart};
 use super::uploads::RunningUploads;
 use super::written::WrittenReports;
 use crate::data_dir::REPORT_DIR_ENV;
-use crate::deliver::{HeldEnvelope, Outbox};
+use crate::deliver::{HeldEnvelope, Outbox, ReleaseHealth};
 use crate::guard::guarded;
 use crate::index::{allocator_names, AddressIndex, IndexerHandle};
 use crate::progress::Stall;
@@ -55,6 +56,9 @@ const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 1_000);
 /// Time beyond the bounds above that a wait for the crash path allows: threads to start, envelopes
 /// to be stamped.
 const WAIT_MARGIN: Duration = Duration::from_secs(1);
+/// Longest upload at a clean exit for the session's `exited` update alone: a player quitting waits
+/// for nothing longer (what is not sent goes at the next launch).
+const EXIT_SESSION_UPLOAD: Duration = Duration::from_secs(2);
 
 /// What is left to send of a report that is on disk and in the outbox (or could not be).
 enum Delivery {
@@ -93,6 +97,8 @@ pub(crate) struct CrashHandling {
     pub settings: Arc<CrashSettings>,
     pub reports: WrittenReports,
     pub outbox: Outbox,
+    /// Release health: the session a crash ends `crashed` and a clean exit `exited`.
+    pub health: ReleaseHealth,
     /// Who uses each mesh (kept by the application), for reports naming a mesh.
     pub asset_users: crate::assets::AssetUsers,
     log: Arc<Mutex<CrashLog>>,
@@ -109,6 +115,7 @@ impl CrashHandling {
         sessions: DeviceSessions,
         settings: CrashSettings,
         outbox: Outbox,
+        health: ReleaseHealth,
     ) -> Self {
         Self {
             indexer,
@@ -116,6 +123,7 @@ impl CrashHandling {
             settings: Arc::new(settings),
             reports: WrittenReports::default(),
             outbox,
+            health,
             asset_users: crate::assets::AssetUsers::default(),
             log: Arc::default(),
             work: RunningUploads::default(),
@@ -395,6 +403,10 @@ impl CrashHandling {
         if self.outbox.dsn().is_none() {
             return Delivery::Nothing;
         }
+        // Held back, the crash's envelope cannot carry the session's end: it goes on its own.
+        if let Some(session) = self.health.crash(report.event_id()) {
+            session.queue_alone();
+        }
         let (kept, delivery) = match self.outbox.hold(report, vendor_binary) {
             Ok(held) => {
                 if let Some(old) = replaces {
@@ -419,8 +431,9 @@ impl CrashHandling {
         delivery
     }
 
-    /// The app is exiting: lets the crash path's threads finish and sends the held-back
-    /// crash-loop reports, each within the upload timeout.
+    /// The app is exiting: lets the crash path's threads finish, ends the release-health session
+    /// (`exited`; `crashed` on a lost device whose report did not end it; `abnormal` while
+    /// panicking) and sends it and the held-back crash-loop reports, within the upload timeout.
     pub(crate) fn at_exit(&self) {
         // A GPU that hangs while the app quits is still a hang: the watchdog gets its time to say
         // so before the app's teardown stops it (its device's drop would wait on the GPU anyway).
@@ -442,17 +455,32 @@ impl CrashHandling {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             log.take_held()
         };
-        if held.is_empty() {
+        let status = if self.sessions.current().is_some_and(|s| s.is_lost()) {
+            SessionStatus::Crashed
+        } else if std::thread::panicking() {
+            SessionStatus::Abnormal
+        } else {
+            SessionStatus::Exited
+        };
+        let session_ended = self.health.end(status);
+        if held.is_empty() && !session_ended {
             return;
         }
+        let held_count = held.len();
         for envelope in held {
             if let Err(err) = self.outbox.release(envelope) {
                 error!("GPU crash reporter: {err}");
             }
         }
-        let summary = self.outbox.flush_at_crash();
+        let upload_timeout = self.outbox.settings().upload_timeout;
+        let budget = if held_count == 0 {
+            upload_timeout.min(EXIT_SESSION_UPLOAD)
+        } else {
+            upload_timeout
+        };
+        let summary = self.outbox.flush(Instant::now() + budget);
         info!(
-            "GPU crash reporter: sent {} held-back crash-loop report(s) at exit",
+            "GPU crash reporter: at exit, {} envelope(s) sent ({held_count} held-back crash-loop              report(s), session ended: {session_ended})",
             summary.sent
         );
     }
@@ -487,7 +515,19 @@ impl CrashHandling {
             }
             return Delivery::Nothing;
         }
-        match self.outbox.enqueue(report, vendor_binary) {
+        // The run's session ends with its first crash, its update in the crash's envelope.
+        let session = self.health.crash(report.event_id());
+        let queued = self.outbox.enqueue_with_session(
+            report,
+            vendor_binary,
+            session.as_ref().map(|s| s.update()),
+        );
+        match (&queued, session) {
+            (Ok(_), Some(session)) => session.queued_with_crash(),
+            (Err(_), Some(session)) => session.queue_alone(),
+            (_, None) => {}
+        }
+        match queued {
             Ok(_) => Delivery::Flush,
             Err(err) => {
                 error!("GPU crash report could not be queued for upload: {err}; sending it from memory");

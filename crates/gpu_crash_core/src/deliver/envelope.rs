@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use sentry::protocol::{Attachment, AttachmentType, ClientSdkInfo, EnvelopeHeaders};
+use sentry::protocol::{Attachment, AttachmentType, ClientSdkInfo, EnvelopeHeaders, SessionUpdate};
 use sentry::Envelope;
 
 use super::privacy::redacted_report;
@@ -34,24 +34,7 @@ pub fn build_envelope(
     settings: &DeliverySettings,
 ) -> Envelope {
     let event = sentry_event(report, settings);
-    let mut headers = EnvelopeHeaders::new()
-        .with_event_id(event.event_id)
-        .with_sent_at(SystemTime::now())
-        .with_sdk(ClientSdkInfo {
-            name: env!("CARGO_PKG_NAME").to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            integrations: Vec::new(),
-            packages: Vec::new(),
-        });
-    // Without its secret key: this envelope is written to disk.
-    if let Some(dsn) = settings
-        .resolve_dsn()
-        .ok()
-        .flatten()
-        .and_then(|d| d.without_secret())
-    {
-        headers = headers.with_dsn(dsn);
-    }
+    let headers = base_headers(settings).with_event_id(event.event_id);
 
     let mut attached = redacted_report(report, settings);
     let vendor_binary = match vendor_binary {
@@ -111,6 +94,36 @@ pub fn build_envelope(
         });
     }
     envelope
+}
+
+/// The envelope of a session update sent on its own (a run that exited, or that an earlier launch
+/// left unended): headers without an event id, and the update.
+pub fn session_envelope(update: &SessionUpdate<'static>, settings: &DeliverySettings) -> Envelope {
+    let mut envelope = Envelope::new().with_headers(base_headers(settings));
+    envelope.add_item(update.clone());
+    envelope
+}
+
+/// Headers every envelope of ours has: `sent_at`, `sdk`, and the `dsn` when known but never its
+/// secret key (envelopes are written to disk).
+fn base_headers(settings: &DeliverySettings) -> EnvelopeHeaders {
+    let headers = EnvelopeHeaders::new()
+        .with_sent_at(SystemTime::now())
+        .with_sdk(ClientSdkInfo {
+            name: env!("CARGO_PKG_NAME").to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            integrations: Vec::new(),
+            packages: Vec::new(),
+        });
+    match settings
+        .resolve_dsn()
+        .ok()
+        .flatten()
+        .and_then(|d| d.without_secret())
+    {
+        Some(dsn) => headers.with_dsn(dsn),
+        None => headers,
+    }
 }
 
 /// The report JSON for the attachment, cut to `max` bytes by shortening every list by the same

@@ -15,6 +15,8 @@
 //!   honour `Retry-After` and `X-Sentry-Rate-Limits` (read by sentry's `RateLimiter`); rejected
 //!   envelopes move to `failed/`; at startup, reports that never reached the outbox are queued again
 //!   ([`requeue`]).
+//! - [`release_health`]: Sentry sessions (one per run, or per the game's own), on disk until they
+//!   end, their updates queued like crash reports (and inside a crash's envelope).
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
 mod claim;
@@ -27,6 +29,7 @@ mod held;
 mod ledger;
 mod outbox;
 mod privacy;
+mod release_health;
 mod requeue;
 pub(crate) mod sentry_event;
 mod settings;
@@ -35,4 +38,6 @@ mod transport;
 pub use dsn::{Dsn, DsnError};
 pub(crate) use held::HeldEnvelope;
 pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
-pub use settings::{default_outbox_dir, DeliverySettings, UploadConsent};
+pub(crate) use release_health::ReleaseHealth;
+pub use release_health::{session_files, SessionFileState};
+pub use settings::{default_outbox_dir, DeliverySettings, SessionTracking, UploadConsent};

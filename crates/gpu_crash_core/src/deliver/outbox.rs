@@ -28,15 +28,16 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::{error, info, warn};
 
+use sentry::protocol::SessionUpdate;
 use sentry::Envelope;
 
 use super::claim::Claim;
 use super::dsn::Dsn;
-use super::envelope::{build_envelope, ENVELOPE_EXT};
+use super::envelope::{build_envelope, session_envelope, ENVELOPE_EXT};
 use super::held::{self, HeldEnvelope, HELD_DIR};
 use super::ledger::{self, DROPPED_DIR, SENT_DIR};
 use super::settings::DeliverySettings;
@@ -222,9 +223,20 @@ impl Outbox {
         report: &CrashReport,
         vendor_binary: Option<&[u8]>,
     ) -> Result<PathBuf, OutboxError> {
+        self.enqueue_with_session(report, vendor_binary, None)
+    }
+
+    /// [`Self::enqueue`], with the run's session update in the crash's envelope: Sentry counts the
+    /// session crashed as it takes the crash event (see [`super::release_health`]).
+    pub(crate) fn enqueue_with_session(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+        session: Option<&SessionUpdate<'static>>,
+    ) -> Result<PathBuf, OutboxError> {
         let inner = &self.inner;
         let path = inner.dir.join(envelope_file_name(report));
-        self.envelope_bytes(report, vendor_binary)
+        self.envelope_bytes(report, vendor_binary, session)
             .and_then(|envelope| {
                 safe_fs::create_private_dir_all(&inner.dir)?;
                 write_atomically(&path, &envelope)
@@ -246,14 +258,43 @@ impl Outbox {
         Ok(path)
     }
 
+    /// Writes a session update's own envelope into the outbox (a session that ended without a
+    /// crash event to ride with), for the next flush. One file per session: queued twice, it is
+    /// sent once.
+    pub(crate) fn enqueue_session(
+        &self,
+        update: &SessionUpdate<'static>,
+    ) -> Result<PathBuf, OutboxError> {
+        let inner = &self.inner;
+        let path = inner.dir.join(session_envelope_name(update));
+        let mut bytes = Vec::new();
+        session_envelope(update, &inner.settings)
+            .to_writer(&mut bytes)
+            .and_then(|()| {
+                safe_fs::create_private_dir_all(&inner.dir)?;
+                write_atomically(&path, &bytes)
+            })
+            .map_err(|source| OutboxError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        self.enforce_bounds(&inner.dir, Some(&path));
+        Ok(path)
+    }
+
     fn envelope_bytes(
         &self,
         report: &CrashReport,
         vendor_binary: Option<&[u8]>,
+        session: Option<&SessionUpdate<'static>>,
     ) -> std::io::Result<Vec<u8>> {
-        let mut envelope = Vec::new();
-        build_envelope(report, vendor_binary, &self.inner.settings).to_writer(&mut envelope)?;
-        Ok(envelope)
+        let mut envelope = build_envelope(report, vendor_binary, &self.inner.settings);
+        if let Some(update) = session {
+            envelope.add_item(update.clone());
+        }
+        let mut bytes = Vec::new();
+        envelope.to_writer(&mut bytes)?;
+        Ok(bytes)
     }
 
     /// Writes `report`'s envelope into `held/`, locked by this process: on disk, but no flush sends
@@ -270,7 +311,7 @@ impl Outbox {
             .join(HELD_DIR)
             .join(envelope_file_name(report));
         let file = self
-            .envelope_bytes(report, vendor_binary)
+            .envelope_bytes(report, vendor_binary, None)
             .and_then(|envelope| {
                 safe_fs::create_private_dir_all(&self.inner.dir)?;
                 let dir = safe_fs::private_subdir(&self.inner.dir, HELD_DIR)?;
@@ -311,7 +352,7 @@ impl Outbox {
             return Err("no upload consent".to_owned());
         }
         let bytes = self
-            .envelope_bytes(report, vendor_binary)
+            .envelope_bytes(report, vendor_binary, None)
             .map_err(|e| format!("cannot build the envelope: {e}"))?;
         let (event_id, body) =
             stamped_for_sending(&bytes, Path::new("(memory)"), dsn).map_err(|e| e.to_string())?;
@@ -477,10 +518,12 @@ impl Outbox {
                         );
                     }
                     summary.sent += 1;
-                    info!(
-                        "GPU crash report {event_id} delivered to {} (HTTP {status})",
-                        dsn.host()
-                    );
+                    let what = if event_id.is_empty() {
+                        "GPU crash reporter: a session update".to_owned()
+                    } else {
+                        format!("GPU crash report {event_id}")
+                    };
+                    info!("{what} delivered to {} (HTTP {status})", dsn.host());
                     let mut state = self.state();
                     state.backoff = None;
                     state.blocked_until = rate_limit.map(|d| now + d);
@@ -686,6 +729,8 @@ impl Outbox {
                 (p, len)
             })
             .collect();
+        // Session updates go first: a count on a chart is worth less than a crash report.
+        files.sort_by_key(|(p, _)| !is_session_envelope(p));
         let mut total: u64 = files.iter().map(|(_, l)| l).sum();
         let mut i = 0;
         while (files.len() > settings.max_outbox_files || total > settings.max_outbox_bytes)
@@ -806,6 +851,27 @@ pub(crate) fn envelope_file_name(report: &CrashReport) -> String {
         report.timestamp_ms,
         sanitize(report.event_id())
     )
+}
+
+/// What a session envelope's name has between its time and its session id.
+const SESSION_MARK: &str = "-session-";
+
+/// `<session start ms, 20 digits>-session-<sid>.envelope`: one file per session, and a name no
+/// report id can have (the startup requeue reads ids out of names).
+pub(crate) fn session_envelope_name(update: &SessionUpdate<'_>) -> String {
+    let started_ms = update
+        .started
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!(
+        "{started_ms:020}{SESSION_MARK}{}.{ENVELOPE_EXT}",
+        update.session_id.simple()
+    )
+}
+
+/// Whether `path` is a session update's own envelope (see [`session_envelope_name`]).
+pub(crate) fn is_session_envelope(path: &Path) -> bool {
+    file_name_of(path).contains(SESSION_MARK)
 }
 
 /// Keeps an id usable as part of a file name.

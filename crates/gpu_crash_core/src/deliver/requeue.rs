@@ -29,12 +29,14 @@ use super::held::HELD_DIR;
 use super::ledger::{DROPPED_DIR, SENT_DIR};
 use super::outbox::{sanitize, FAILED_DIR};
 use super::outbox::{FlushSummary, Outbox};
+use super::release_health::ReleaseHealth;
 use super::settings::DeliverySettings;
 use crate::report::{read_report, read_vendor_binary};
 
 impl Outbox {
-    /// At startup, on a thread of its own (`gpu-crash-upload`): queues the reports of `report_dir`
-    /// that never reached the outbox (see the module docs), then flushes for at most `budget`.
+    /// At startup, on a thread of its own (`gpu-crash-upload`): ends the release-health sessions
+    /// earlier runs left, queues the reports of `report_dir` that never reached the outbox (see the
+    /// module docs), then flushes for at most `budget`.
     pub(crate) fn spawn_startup_flush(
         &self,
         report_dir: PathBuf,
@@ -46,6 +48,9 @@ impl Outbox {
             .name("gpu-crash-upload".to_owned())
             .spawn(move || {
                 let deadline = Instant::now() + budget;
+                // Sessions first: one that says `crashed` checks whether its crash envelope reached
+                // the outbox, which the requeue would then fill in without the session's update.
+                ReleaseHealth::close_abandoned(&outbox);
                 outbox.requeue_unqueued(&report_dir, started);
                 outbox.flush(deadline)
             })

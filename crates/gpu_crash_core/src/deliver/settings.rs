@@ -43,6 +43,24 @@ impl fmt::Debug for UploadConsent {
     }
 }
 
+/// Release health: which Sentry sessions the reporter keeps (see the README's "Release health").
+///
+/// A session is sent only where a DSN and a release are known (Sentry drops a session without a
+/// release, silently), and waits for consent in the outbox like a crash report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SessionTracking {
+    /// One session per run: started with the reporter, ended `exited` at a clean exit, `crashed`
+    /// with a GPU crash report, `abnormal` at the next launch when the run ended with neither. The
+    /// application may still end it and start its own (`CrashReporter::start_session`).
+    #[default]
+    PerRun,
+    /// Only the sessions the application starts (`CrashReporter::start_session`), e.g. one per
+    /// match; each ends as a per-run one does.
+    Manual,
+    /// No sessions: the game sends its own (e.g. sentry's `auto_session_tracking`), or none.
+    Off,
+}
+
 /// Delivery settings: DSN, release, privacy switches, outbox location and bounds.
 #[derive(Clone, Debug)]
 pub struct DeliverySettings {
@@ -77,6 +95,10 @@ pub struct DeliverySettings {
     /// Upper bound of each attachment; a larger report JSON is attached with its lists trimmed,
     /// a larger vendor binary is left out (it stays next to the report on disk). Default 8 MiB.
     pub max_attachment_bytes: usize,
+    /// Release health (Sentry sessions). Default [`SessionTracking::PerRun`]; off without a DSN or
+    /// a release. Turn it off when the game also sends sessions of its own (sentry's
+    /// `auto_session_tracking`): each run would count twice.
+    pub session_tracking: SessionTracking,
 }
 
 impl Default for DeliverySettings {
@@ -96,6 +118,7 @@ impl Default for DeliverySettings {
             max_breadcrumbs: 200,
             max_event_bytes: 900 * 1024,
             max_attachment_bytes: 8 * 1024 * 1024,
+            session_tracking: SessionTracking::PerRun,
         }
     }
 }

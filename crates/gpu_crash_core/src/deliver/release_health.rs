@@ -1,0 +1,533 @@
+//! Release health: Sentry sessions, so a studio reads how often players are hit (the share of
+//! sessions a GPU crash ended, per release), not only what broke.
+//!
+//! A session (one per run, or per what the game calls a session, see [`SessionTracking`]):
+//! - starts as a small file `<sid>.session` in the outbox folder (sid, start, release, environment,
+//!   errors, status), written atomically and locked while its process lives;
+//! - ends `exited` at a clean exit: its update is queued in the outbox and flushed (bounded);
+//! - ends `crashed` with a GPU crash report: its update rides in the crash's envelope (Sentry counts
+//!   the session crashed as it takes the event), or goes on its own when that envelope cannot be
+//!   queued or is held back (crash loop);
+//! - ends `abnormal` at the next launch when its file is still there and no process holds it
+//!   (SIGKILL, a power cut, a TDR kill): the process that died could not say so. A file that says
+//!   `crashed` whose crash envelope never reached the outbox ends `crashed` then.
+//!
+//! One update per session, sent when it ends, with `init: true`: Sentry counts the session and its
+//! end at once (a running session is not on the dashboard until it ends). A session is a count, not
+//! a report: it is kept only where it can be sent (a DSN, a release, consent not denied outright),
+//! waits in the outbox for the server and for consent as a crash report does, and is the first
+//! thing the outbox drops when over its bounds. Without a release Sentry drops sessions silently:
+//! none is kept, and the log says so once.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sentry::protocol::{SessionAttributes, SessionStatus, SessionUpdate};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use super::claim::Claim;
+use super::envelope::ENVELOPE_EXT;
+use super::ledger::SENT_DIR;
+use super::outbox::{sanitize, Outbox, FAILED_DIR};
+use super::settings::{SessionTracking, UploadConsent};
+use crate::report::write_atomically_locked;
+use crate::safe_fs;
+
+/// Extension of session files in the outbox folder.
+pub(crate) const SESSION_EXT: &str = "session";
+/// Largest session file read: a few hundred bytes are written.
+const SESSION_READ_CAP: u64 = 64 * 1024;
+
+/// What a session file holds: enough to send the session's last update from another process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SessionFile {
+    sid: Uuid,
+    /// Milliseconds since the Unix epoch.
+    started_ms: u64,
+    /// Immutable per session in Sentry: kept, not read again from the settings of a later run.
+    release: String,
+    environment: String,
+    errors: u64,
+    status: SessionStatus,
+    /// The crash event whose envelope carries the `crashed` update, once that is being queued.
+    #[serde(default)]
+    crash_event: Option<String>,
+    pid: u32,
+}
+
+impl SessionFile {
+    fn started(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.started_ms)
+    }
+
+    /// The session's last update, ending it with `status`.
+    fn update(&self, status: SessionStatus) -> SessionUpdate<'static> {
+        let now = SystemTime::now();
+        let started = self.started();
+        SessionUpdate {
+            session_id: self.sid,
+            distinct_id: None,
+            sequence: None,
+            timestamp: Some(now),
+            started,
+            // The first and only update: Sentry counts the session from it.
+            init: true,
+            // Sentry keeps a duration for exited sessions only.
+            duration: (status == SessionStatus::Exited).then(|| {
+                now.duration_since(started)
+                    .unwrap_or_default()
+                    .as_secs_f64()
+            }),
+            status,
+            errors: self.errors,
+            attributes: SessionAttributes {
+                release: self.release.clone().into(),
+                environment: Some(self.environment.clone().into()),
+                ip_address: None,
+                user_agent: None,
+            },
+        }
+    }
+}
+
+/// A running session of this process.
+struct Running {
+    file: SessionFile,
+    path: PathBuf,
+    /// Held while this process lives, so a launch beside it does not take the session for
+    /// abandoned. `None` when the file could not be written (the session still ends at exit).
+    _lock: Option<File>,
+}
+
+impl Running {
+    /// Rewrites the file (atomically, the new one locked before it gets its name).
+    fn save(&mut self) {
+        let written = serde_json::to_vec(&self.file)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_atomically_locked(&self.path, &bytes));
+        match written {
+            Ok(lock) => self._lock = Some(lock),
+            Err(e) => warn!(
+                "GPU crash reporter: cannot write the session file {}: {e}; a kill of this run is \
+                 not counted",
+                self.path.display()
+            ),
+        }
+    }
+
+    /// The session's update is in the outbox: its file goes.
+    fn done(self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                warn!(
+                    "GPU crash reporter: cannot remove the ended session's file {}: {e}",
+                    self.path.display()
+                );
+            }
+        }
+    }
+}
+
+/// This process's release-health sessions. Cheap to clone; every clone is the same.
+#[derive(Clone)]
+pub(crate) struct ReleaseHealth(Arc<Shared>);
+
+struct Shared {
+    outbox: Outbox,
+    /// Release and environment of new sessions; `None`: no sessions (see [`ReleaseHealth::new`]).
+    attributes: Option<(String, String)>,
+    running: Mutex<Option<Running>>,
+}
+
+impl ReleaseHealth {
+    /// Sessions for `outbox`'s settings, named with the release the crash events name (the same
+    /// `application` name and version). None are kept without a DSN, without a release (logged
+    /// here, once), with consent denied outright, or with [`SessionTracking::Off`].
+    pub(crate) fn new(outbox: Outbox, app_name: &str, app_version: &str) -> Self {
+        let settings = outbox.settings();
+        let attributes = if settings.session_tracking == SessionTracking::Off
+            || outbox.dsn().is_none()
+            || matches!(settings.upload_consent, UploadConsent::Denied)
+        {
+            None
+        } else if let Some(release) = settings.resolve_release(app_name, app_version) {
+            Some((release, settings.resolve_environment()))
+        } else {
+            warn!(
+                "GPU crash reporter: no release is known (DeliverySettings::release, SENTRY_RELEASE \
+                 or the application version), so no release-health session is sent: Sentry drops \
+                 sessions without a release"
+            );
+            None
+        };
+        Self(Arc::new(Shared {
+            outbox,
+            attributes,
+            running: Mutex::new(None),
+        }))
+    }
+
+    fn running(&self) -> MutexGuard<'_, Option<Running>> {
+        // A panic while holding the lock leaves a whole value or none: plain data.
+        self.0.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a session (ending a running one `exited` first). False when sessions are off.
+    pub(crate) fn start(&self) -> bool {
+        let Some((release, environment)) = &self.0.attributes else {
+            return false;
+        };
+        let mut running = self.running();
+        if let Some(previous) = running.take() {
+            self.queue_end(previous, SessionStatus::Exited);
+        }
+        let file = SessionFile {
+            sid: Uuid::new_v4(),
+            started_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            release: release.clone(),
+            environment: environment.clone(),
+            errors: 0,
+            status: SessionStatus::Ok,
+            crash_event: None,
+            pid: std::process::id(),
+        };
+        let dir = self.0.outbox.dir();
+        let path = dir.join(format!("{}.{SESSION_EXT}", file.sid.simple()));
+        let mut session = Running {
+            file,
+            path,
+            _lock: None,
+        };
+        if let Err(e) = safe_fs::create_private_dir_all(dir) {
+            warn!("GPU crash reporter: cannot create {}: {e}", dir.display());
+        }
+        session.save();
+        info!(
+            "GPU crash reporter: release-health session {} started (release {})",
+            session.file.sid, session.file.release
+        );
+        *running = Some(session);
+        true
+    }
+
+    /// Ends the running session with `status`, its update queued on its own. False when none runs.
+    pub(crate) fn end(&self, status: SessionStatus) -> bool {
+        let Some(session) = self.running().take() else {
+            return false;
+        };
+        self.queue_end(session, status)
+    }
+
+    /// Queues `session`'s last update; its file goes once the update is in the outbox (else the
+    /// next launch ends it from the file). Returns whether it was queued.
+    fn queue_end(&self, session: Running, status: SessionStatus) -> bool {
+        match self.0.outbox.enqueue_session(&session.file.update(status)) {
+            Ok(_) => {
+                info!(
+                    "GPU crash reporter: release-health session {} ended {status:?}",
+                    session.file.sid
+                );
+                session.done();
+                true
+            }
+            Err(e) => {
+                warn!(
+                    "GPU crash reporter: session {} not queued ({e}); the next launch ends it",
+                    session.file.sid
+                );
+                false
+            }
+        }
+    }
+
+    /// A GPU crash report of event `event_id` is about to be queued: the running session ends
+    /// `crashed` (its file says so first). `None` when no session runs (off, or ended by an
+    /// earlier crash of this run: a hang whose loss follows is one crash).
+    pub(crate) fn crash(&self, event_id: &str) -> Option<CrashedSession> {
+        let mut session = self.running().take()?;
+        session.file.status = SessionStatus::Crashed;
+        session.file.errors = session.file.errors.max(1);
+        session.file.crash_event = Some(event_id.to_owned());
+        session.save();
+        let update = session.file.update(SessionStatus::Crashed);
+        Some(CrashedSession {
+            session,
+            health: self.clone(),
+            update,
+        })
+    }
+
+    /// At startup (the upload thread, before reports are queued again): ends every session an
+    /// earlier run left (a file no live process holds), `abnormal`, or `crashed` when its file says
+    /// so and its crash envelope never reached the outbox. Returns how many were queued.
+    pub(crate) fn close_abandoned(outbox: &Outbox) -> usize {
+        let dir = outbox.dir();
+        let mut queued = 0;
+        for path in session_paths(dir) {
+            let mut claim = match Claim::try_new(&path) {
+                Ok(Some(claim)) => claim,
+                // A live run's session (or one another launch is closing), or not readable now.
+                Ok(None) | Err(_) => continue,
+            };
+            let file: SessionFile = match claim
+                .read(SESSION_READ_CAP)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(file) => file,
+                Err(e) => {
+                    warn!(
+                        "GPU crash reporter: {} is not a session file ({e}); removed",
+                        path.display()
+                    );
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+            };
+            let status = match (&file.status, &file.crash_event) {
+                (SessionStatus::Crashed, Some(event)) if crash_envelope_exists(dir, event) => {
+                    // Killed after its crash envelope (which carries the update) was written.
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+                (SessionStatus::Crashed, _) => SessionStatus::Crashed,
+                (SessionStatus::Exited, _) => SessionStatus::Exited,
+                _ => SessionStatus::Abnormal,
+            };
+            match outbox.enqueue_session(&file.update(status)) {
+                Ok(_) => {
+                    info!(
+                        "GPU crash reporter: session {} of an earlier run (pid {}) ended {status:?}",
+                        file.sid, file.pid
+                    );
+                    let _ = std::fs::remove_file(&path);
+                    queued += 1;
+                }
+                Err(e) => warn!(
+                    "GPU crash reporter: session {} of an earlier run not queued: {e}",
+                    file.sid
+                ),
+            }
+            drop(claim);
+        }
+        queued
+    }
+}
+
+/// The session a crash ended, its update waiting to be queued with the crash's envelope.
+pub(crate) struct CrashedSession {
+    session: Running,
+    health: ReleaseHealth,
+    update: SessionUpdate<'static>,
+}
+
+impl CrashedSession {
+    /// The `crashed` update, for the crash's envelope.
+    pub(crate) fn update(&self) -> &SessionUpdate<'static> {
+        &self.update
+    }
+
+    /// The crash's envelope, with the update, is in the outbox: the session is done.
+    pub(crate) fn queued_with_crash(self) {
+        info!(
+            "GPU crash reporter: release-health session {} ended Crashed, in the crash's envelope",
+            self.session.file.sid
+        );
+        self.session.done();
+    }
+
+    /// The crash's envelope cannot carry the update (not queued, or held back): it goes on its
+    /// own; failing that, its file (which says `crashed`) is ended by the next launch.
+    pub(crate) fn queue_alone(self) {
+        self.health.queue_end(self.session, SessionStatus::Crashed);
+    }
+}
+
+/// The `*.session` files of `dir` (regular files only).
+fn session_paths(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == SESSION_EXT))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Whether the envelope of crash event `event_id` is in the outbox, in `failed/` or marked sent.
+fn crash_envelope_exists(dir: &Path, event_id: &str) -> bool {
+    let suffix = format!("-{}.{ENVELOPE_EXT}", sanitize(event_id));
+    [dir.to_owned(), dir.join(FAILED_DIR), dir.join(SENT_DIR)]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+}
+
+/// A session file in an outbox folder, as `gpu-crash list` shows it.
+#[derive(Clone, Debug)]
+pub struct SessionFileState {
+    /// The file.
+    pub path: PathBuf,
+    /// The session's release.
+    pub release: String,
+    /// When it started.
+    pub started: SystemTime,
+    /// `ok` (running, or to be ended `abnormal` at the next launch) or `crashed`.
+    pub status: String,
+    /// A running process holds it; else the next launch of the game ends and sends it.
+    pub live: bool,
+}
+
+/// The session files of the outbox folder `dir` (unreadable ones left out). Read only, but each is
+/// locked for a moment to tell whether a process holds it.
+pub fn session_files(dir: &Path) -> Vec<SessionFileState> {
+    session_paths(dir)
+        .into_iter()
+        .filter_map(|path| {
+            let bytes = safe_fs::read_regular_capped(&path, SESSION_READ_CAP).ok()?;
+            let file: SessionFile = serde_json::from_slice(&bytes).ok()?;
+            let live = !matches!(Claim::try_new(&path), Ok(Some(_)));
+            let status = serde_json::to_value(file.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            Some(SessionFileState {
+                release: file.release.clone(),
+                started: file.started(),
+                status,
+                live,
+                path,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deliver::DeliverySettings;
+    use crate::report::hang_report_for_tests;
+
+    /// An outbox that sends nowhere (nothing listens on port 9) with a release, so sessions are on.
+    fn outbox(name: &str, max_files: usize) -> Outbox {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-crash-sessions-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Outbox::new(DeliverySettings {
+            dsn_from_env: false,
+            release: Some("game@1.0.0".into()),
+            environment: Some("test".into()),
+            max_outbox_files: max_files,
+            ..DeliverySettings::new(Some("http://public@127.0.0.1:9/1".parse().unwrap()), dir)
+        })
+    }
+
+    /// The statuses of the session envelopes waiting in `outbox`.
+    fn queued(outbox: &Outbox) -> Vec<SessionStatus> {
+        outbox
+            .pending()
+            .iter()
+            .filter_map(|p| sentry::Envelope::from_slice(&std::fs::read(p).unwrap()).ok())
+            .flat_map(|e| {
+                e.items()
+                    .filter_map(|i| match i {
+                        sentry::protocol::EnvelopeItem::SessionUpdate(u) => Some(u.status),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// A live run's session (its file locked) is left alone; once its process is gone (the lock
+    /// with it), the next launch ends it `abnormal`.
+    #[test]
+    fn a_left_session_is_abnormal_once_its_process_is_gone() {
+        let outbox = outbox("left", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        assert!(health.start());
+        assert_eq!(session_files(outbox.dir()).len(), 1);
+        assert!(session_files(outbox.dir())[0].live);
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 0, "a live session");
+        drop(health); // as a SIGKILL would: the file stays, its lock goes
+        assert!(!session_files(outbox.dir())[0].live);
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 1);
+        assert_eq!(queued(&outbox), [SessionStatus::Abnormal]);
+        assert!(session_files(outbox.dir()).is_empty());
+    }
+
+    /// A run killed after its session was marked `crashed` but before the crash's envelope was
+    /// queued: the next launch sends `crashed`. Killed after the envelope (which carries the update)
+    /// was queued: nothing more is sent.
+    #[test]
+    fn a_crashed_session_is_sent_once() {
+        let outbox = outbox("crashed", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        health.start();
+        drop(health.crash("0123abcd"));
+        drop(health);
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 1);
+        assert_eq!(queued(&outbox), [SessionStatus::Crashed]);
+
+        let outbox = self::outbox("crashed-carried", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        health.start();
+        drop(health.crash("0123abcd"));
+        drop(health);
+        let crash_envelope = outbox
+            .dir()
+            .join(format!("{:020}-0123abcd.{ENVELOPE_EXT}", 1));
+        std::fs::write(crash_envelope, b"").unwrap();
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 0);
+        assert!(session_files(outbox.dir()).is_empty());
+    }
+
+    /// Over its bounds, the outbox drops session updates before crash reports, whatever their age.
+    #[test]
+    fn a_full_outbox_drops_sessions_first() {
+        let outbox = outbox("bounds", 2);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        health.start();
+        assert!(health.end(SessionStatus::Exited));
+        let mut older = hang_report_for_tests();
+        older.timestamp_ms = 1;
+        outbox.enqueue(&older, None).unwrap();
+        outbox.enqueue(&hang_report_for_tests(), None).unwrap();
+        assert!(queued(&outbox).is_empty(), "the session went");
+        assert_eq!(outbox.pending().len(), 2, "both reports stay");
+    }
+
+    /// Without a release, or with consent denied outright, no session is kept.
+    #[test]
+    fn no_session_without_a_release_or_consent() {
+        let outbox = Outbox::new(DeliverySettings {
+            dsn_from_env: false,
+            include_application_names: false,
+            ..DeliverySettings::new(
+                Some("http://public@127.0.0.1:9/1".parse().unwrap()),
+                std::env::temp_dir()
+                    .join(format!("gpu-crash-sessions-none-{}", std::process::id())),
+            )
+        });
+        if std::env::var_os("SENTRY_RELEASE").is_none() {
+            assert!(!ReleaseHealth::new(outbox.clone(), "game", "").start());
+        }
+        let denied = Outbox::new(DeliverySettings {
+            upload_consent: UploadConsent::Denied,
+            ..outbox.settings().clone()
+        });
+        assert!(!ReleaseHealth::new(denied, "game", "1.0.0").start());
+    }
+}
