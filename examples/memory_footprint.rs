@@ -225,6 +225,50 @@ fn index_bounded() {
     );
 }
 
+/// A teardown of every live range at the default bounds (a device loss with a full index): past the
+/// freed ring, the unbinds are held back in a list that exists only while it holds.
+fn held_teardown() {
+    let settings = IndexSettings::default();
+    let before = live();
+    let mut index = AddressIndex::new(settings.clone());
+    let at_creation = live() - before;
+    let now = Instant::now();
+    // Every live range the bound allows (memory blocks included); then every buffer is unbound.
+    let mut i = 0u64;
+    while index.live_len() < settings.max_live_bindings {
+        index.apply(&bind(i, true), now);
+        i += 1;
+    }
+    let live_before = index.live_len();
+    let buffers: Vec<u64> = (0..i)
+        .filter(|b| !b.is_multiple_of(SLOTS_PER_BLOCK))
+        .collect();
+    let ours = live() - before - at_creation;
+    for &b in &buffers {
+        let mut r = bind(b, true);
+        r.kind = BindingKind::Unbind;
+        index.apply(&r, now);
+    }
+    // Less the example's own list of buffers.
+    let while_held = live() - before - ours;
+    let held = index.freed_len() - settings.max_freed_bindings;
+    index.apply(&bind(i, true), now);
+    let after = live() - before - ours;
+    println!(
+        "held teardown at the default bounds: {} live ranges, {} unbinds, {} held past the freed \
+         ring: heap {:.1} MiB at creation, {:.1} MiB while held (+{:.1} B per held unbind), {:.1} \
+         MiB after the next bind; held_overflow {}",
+        live_before,
+        buffers.len(),
+        held,
+        mib(at_creation),
+        mib(while_held),
+        (while_held - at_creation) as f64 / held as f64,
+        mib(after),
+        index.stats().held_overflow,
+    );
+}
+
 /// The asset map per indexed mesh (vertex and index data in slabs) and per image asset, and its
 /// freed history at its bound.
 fn asset_map() {
@@ -271,6 +315,7 @@ fn main() {
     index_at_1m(false);
     per_bound();
     index_bounded();
+    held_teardown();
     asset_map();
     println!(
         "peak heap of this process: {:.1} MiB",

@@ -22,8 +22,12 @@
 //! torn-down objects themselves (live at the fault). So once the freed ring is full, a run of more
 //! unbinds than a sixteenth of the ring (4,096 at the default) holds the rest back instead of
 //! evicting: the object's entry stays in the live
-//! slab, marked held (out of the object table and out of live queries), its unbind noted in a list
-//! sized like the live slab. Queries see held entries as freed ranges. The next bind ends the run
+//! slab, marked held (out of the object table and out of live queries), its unbind noted in a side
+//! list of 16 B per held unbind. That list is allocated when a run first holds an unbind and freed
+//! when the run ends (a few seconds per crash, or a level's unload), so it costs nothing per live
+//! range allowed; it grows up to `max_live_bindings`, and an unbind it cannot hold (the allocation
+//! failed) is folded as usual and counted in [`IndexStats::held_overflow`]. Queries see held
+//! entries as freed ranges. The next bind ends the run
 //! and moves them into the freed ring. While a fault may have happened and its report is not built
 //! ([`AddressIndex::set_holding`]: the GPU stalled, the device is lost) binds do not end it, since a
 //! game's other threads keep binding. A report built meanwhile sees every range as it was, for a
@@ -85,9 +89,10 @@ impl ObjectKey {
 /// textures from large memory blocks, so a scene binds about one range per buffer or texture plus
 /// one or two per memory block (the NVIDIA driver binds some memory twice): we estimate tens of
 /// thousands for a large game (not measured; the Bevy scene of docs/gpu-validation.md has 25).
-/// 262,144 live ranges leaves several times that and costs 33.3 MiB in all at the defaults (96 B
-/// per live range allowed, of which 16 B hold its unbind back in a teardown; 88 B per freed range
-/// kept, the recent events and a 2 MiB name arena; BENCHMARKS.md); the old bound of 1,048,576 would reserve 4x as much for live ranges. A game that
+/// 262,144 live ranges leaves several times that and costs 29.3 MiB in all at the defaults (80 B
+/// per live range allowed; 88 B per freed range kept, the recent events and a 2 MiB name arena;
+/// BENCHMARKS.md), plus 16 B per unbind held back while a teardown is held (allocated only then);
+/// the old bound of 1,048,576 would reserve 4x as much for live ranges. A game that
 /// binds more sees [`IndexStats::live_overflow`] count the binds not indexed, and can raise the
 /// bound.
 #[derive(Clone, Debug)]
@@ -214,6 +219,10 @@ pub struct IndexStats {
     /// Names not kept because the name arena (`max_name_bytes`) was full of names in use.
     #[serde(default)]
     pub names_dropped: u64,
+    /// Unbinds a teardown could not hold back (the held list could not grow: out of memory), folded
+    /// as usual instead, pushing the oldest freed range out.
+    #[serde(default)]
+    pub held_overflow: u64,
 }
 
 /// A freed range in the freed ring.
@@ -248,8 +257,8 @@ struct RecentEntry {
     internal: bool,
 }
 
-/// An unbind held back during an unbind run (see the module documentation): 16 bytes, one per live
-/// range at most.
+/// An unbind held back during an unbind run (see the module documentation): 16 bytes, in a list
+/// that exists only while a run holds unbinds.
 #[derive(Clone, Copy)]
 struct HeldUnbind {
     /// The live entry it unbinds (marked [`HELD`]).
@@ -310,7 +319,8 @@ pub struct AddressIndex {
     /// Where the current run of unbinds began, tracked as events arrive (see
     /// [`Self::trailing_unbind_run_start`]).
     unbind_run: UnbindRun,
-    /// Unbinds held back in the current run (capacity `max_live_bindings`, allocated up front).
+    /// Unbinds held back in the current run: empty and unallocated outside a held run, grown as the
+    /// run holds more (up to `max_live_bindings`), freed when it ends.
     held: Vec<HeldUnbind>,
     held_from: Option<HeldFrom>,
     /// Hold unbinds across binds too (see [`Self::set_holding`]).
@@ -394,7 +404,7 @@ impl AddressIndex {
             names: NameArena::new(settings.max_name_bytes),
             stats: IndexStats::default(),
             unbind_run: UnbindRun::default(),
-            held: Vec::with_capacity(settings.max_live_bindings.min(slab::MAX_ENTRIES)),
+            held: Vec::new(),
             held_from: None,
             holding: false,
             order: OnceLock::new(),
@@ -413,7 +423,7 @@ impl AddressIndex {
         self.names.clear();
         self.stats = IndexStats::default();
         self.unbind_run = UnbindRun::default();
-        self.held.clear(); // their names went with the arena
+        self.held = Vec::new(); // their names went with the arena
         self.held_from = None;
         // A hold belongs to the device that asked for it: the new device starts without one.
         self.holding = false;
@@ -430,9 +440,10 @@ impl AddressIndex {
         &self.stats
     }
 
-    /// Heap bytes the index holds for folding: fixed at creation by the settings, whatever it folds.
-    /// Not included: the address order the first query after a change builds (24 bytes per live or
-    /// kept freed range, freed on the next change).
+    /// Heap bytes the index holds for folding: fixed at creation by the settings, whatever it folds,
+    /// plus 16 B per unbind held back while a run holds some (none otherwise; freed when the run
+    /// ends). Not included: the address order the first query after a change builds (24 bytes per
+    /// live or kept freed range, freed on the next change).
     pub fn memory(&self) -> usize {
         self.slab.memory()
             + self.objects.memory()
@@ -1090,6 +1101,10 @@ impl AddressIndex {
         let (Some(Ok(sequence_offset)), Some(Ok(frame_offset))) = offsets else {
             return false;
         };
+        if self.held.len() == self.held.capacity() && !self.grow_held() {
+            self.stats.held_overflow += 1;
+            return false;
+        }
         let name = name_or(name, e.name);
         self.names.acquire(name);
         self.objects.remove(bucket);
@@ -1103,9 +1118,22 @@ impl AddressIndex {
         true
     }
 
+    /// Room for more held unbinds: doubles the list (from 1,024), up to `max_live_bindings`. False
+    /// when the allocation fails (the unbind is then folded as usual).
+    #[cold]
+    fn grow_held(&mut self) -> bool {
+        let bound = self.settings.max_live_bindings.min(slab::MAX_ENTRIES);
+        let want = (self.held.capacity() * 2).max(1_024).min(bound);
+        want > self.held.len() && self.held.try_reserve_exact(want - self.held.len()).is_ok()
+    }
+
     /// Ends the run's held unbinds: each becomes the freed range it stands for (pushing the oldest
-    /// out, as any unbind does) and its live entry is freed. Work bounded by the run's length.
+    /// out, as any unbind does) and its live entry is freed; the list's memory is returned. Work
+    /// bounded by the run's length.
     fn release_held(&mut self) {
+        if self.held.capacity() == 0 {
+            return;
+        }
         for i in 0..self.held.len() {
             let held = self.held[i];
             // The held unbind's name reference passes to the freed range.
@@ -1117,7 +1145,7 @@ impl AddressIndex {
             self.slab[held.id].next = NONE;
             self.free_entry(held.id);
         }
-        self.held.clear();
+        self.held = Vec::new();
         self.held_from = None;
     }
 

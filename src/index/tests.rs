@@ -338,8 +338,9 @@ fn reset_empties_everything_and_keeps_capacity_and_settings() {
 }
 
 /// The index's own accounting against the settings: everything is allocated at creation, within
-/// 96 bytes per live range (the slab entry plus two half-empty tables), 96 per freed range, 80 per
-/// recent event and twice the name bytes, and nothing grows however much is folded.
+/// 80 bytes per live range allowed (the 56-byte slab entry plus two half-empty tables; nothing for
+/// the unbind hold, whose list exists only while it holds), 96 per freed range, 80 per recent event
+/// and twice the name bytes, and nothing grows however much is folded.
 #[test]
 fn memory_stays_within_the_settings_bounds() {
     for settings in [
@@ -351,7 +352,7 @@ fn memory_stays_within_the_settings_bounds() {
             max_name_bytes: 8192,
         },
     ] {
-        let bound = 96 * settings.max_live_bindings
+        let bound = 80 * settings.max_live_bindings
             + 96 * settings.max_freed_bindings
             + 80 * settings.max_recent_events
             + 2 * settings.max_name_bytes;
@@ -717,4 +718,46 @@ fn holding_keeps_unbinds_across_binds_until_turned_off() {
     assert_eq!(index.stats().freed_evicted, evicted + 100);
     assert_eq!(index.freed_overlapping(199 << 20, 199 << 20).len(), 1);
     assert!(index.freed_overlapping(32 << 20, 32 << 20).is_empty());
+}
+
+/// The held run's list costs nothing until a run holds an unbind, grows with what it holds, and is
+/// returned when the run ends: at creation and after the run, the index is the same size, and no
+/// per-live-range reserve is paid up front for it.
+#[test]
+fn the_held_list_exists_only_while_a_run_holds() {
+    let settings = IndexSettings {
+        max_live_bindings: 8192,
+        max_freed_bindings: 256,
+        max_recent_events: 16,
+        max_name_bytes: 64 * 1024,
+    };
+    let mut index = AddressIndex::new(settings.clone());
+    let at_creation = index.memory();
+    let without_live = AddressIndex::new(IndexSettings {
+        max_live_bindings: 4096,
+        ..settings
+    })
+    .memory();
+    assert!(
+        at_creation - without_live <= 80 * 4096,
+        "per live range allowed: {} B",
+        (at_creation - without_live) / 4096
+    );
+    let now = Instant::now();
+    for h in 1..=6000u64 {
+        index.apply(&bind(BUFFER, h, h << 20, 0x1000), now);
+    }
+    // A teardown of everything: past the ring and a sixteenth of it, the rest is held.
+    for h in 1..=6000u64 {
+        index.apply(&unbind(BUFFER, h, h << 20, 0x1000), now);
+    }
+    // The ring fills in the run itself (256), then every later unbind is held.
+    let held = 6000 - 256;
+    assert_eq!(index.freed_len(), 256 + held);
+    assert_eq!(index.stats().held_overflow, 0);
+    assert!(index.memory() >= at_creation + 16 * held, "the list grew");
+    assert!(index.memory() <= at_creation + 2 * 16 * held, "by doubling");
+    index.apply(&bind(BUFFER, 9999, 9999 << 20, 0x1000), now);
+    assert_eq!(index.freed_len(), 256);
+    assert_eq!(index.memory(), at_creation, "returned when the run ends");
 }
