@@ -105,9 +105,8 @@ fn settings_1m() -> IndexSettings {
     }
 }
 
-fn index_at_1m(named: bool) {
+fn index_at_1m(named: bool, settings: IndexSettings) {
     let before = live();
-    let settings = settings_1m();
     let mut index = AddressIndex::new(settings.clone());
     let now = Instant::now();
     for i in 0..1_000_000 {
@@ -116,8 +115,8 @@ fn index_at_1m(named: bool) {
     let bytes = live() - before;
     println!(
         "index, 1,000,000 live bindings ({}), max_live_bindings {}: {:.1} MiB heap ({:.1} MiB by \
-         AddressIndex::memory), {:.1} bytes per live binding (freed {}, recent events {}, names \
-         dropped {})",
+         AddressIndex::memory), {:.1} bytes per live binding (freed {}, recent events {}, name arena \
+         {} B: names kept {}, dropped {})",
         if named { "16-char names" } else { "no names" },
         settings.max_live_bindings,
         mib(bytes),
@@ -125,6 +124,8 @@ fn index_at_1m(named: bool) {
         bytes as f64 / index.live_len() as f64,
         index.freed_len(),
         index.recent_events().len(),
+        settings.max_name_bytes,
+        index.names_in_use(),
         index.stats().names_dropped,
     );
 }
@@ -311,8 +312,16 @@ fn main() {
         );
         drop((ring, consumer));
     }
-    index_at_1m(true);
-    index_at_1m(false);
+    index_at_1m(true, settings_1m());
+    index_at_1m(false, settings_1m());
+    // What keeping every one of 1,000,000 distinct names would cost: an arena of 2^20 ids.
+    index_at_1m(
+        true,
+        IndexSettings {
+            max_name_bytes: 32 << 20,
+            ..settings_1m()
+        },
+    );
     per_bound();
     index_bounded();
     held_teardown();

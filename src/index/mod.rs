@@ -106,9 +106,15 @@ pub struct IndexSettings {
     /// Most recent events kept verbatim for breadcrumbs and "what happened around the fault".
     /// Default 4,096.
     pub max_recent_events: usize,
-    /// Bytes of the name arena; it holds `max_name_bytes / 32` distinct names (names still used by a
-    /// live range, a kept freed range or a recent event). Names that do not fit are counted in
-    /// [`IndexStats::names_dropped`]. Default 2 MiB: 65,536 names, one per kept freed range.
+    /// Bytes of the name arena: the names' budget. It holds `max_name_bytes / 32` distinct names
+    /// (names still used by a live range, a kept freed range or a recent event) and costs about 1.75x
+    /// this in heap (ids and their lookup table included). Default 2 MiB: 65,536 names, one per kept
+    /// freed range, 3.5 MiB of heap; labels by kind ("mesh vertex buffer") take one name each, so
+    /// only per-object labels can fill it. Names that do not fit are dropped, counted in
+    /// [`IndexStats::names_dropped`] from [`IndexStats::first_name_dropped_at`], and the report says
+    /// so ([`AddressIndex::names_not_kept_note`]). Keeping 1,000,000 distinct names takes 32 MiB
+    /// here: 52.5 MiB more heap, 148.7 B per live binding at 1,000,000 live instead of 93.6 B
+    /// (BENCHMARKS.md), past the index's 96 B budget, so the default keeps 65,536.
     pub max_name_bytes: usize,
 }
 
@@ -219,6 +225,10 @@ pub struct IndexStats {
     /// Names not kept because the name arena (`max_name_bytes`) was full of names in use.
     #[serde(default)]
     pub names_dropped: u64,
+    /// Ring sequence of the first event whose name was not kept (the arena full of names in use):
+    /// objects named from then on may show as unnamed. `None` when every name was kept.
+    #[serde(default)]
+    pub first_name_dropped_at: Option<u64>,
     /// Unbinds a teardown could not hold back (the held list could not grow: out of memory), folded
     /// as usual instead, pushing the oldest freed range out.
     #[serde(default)]
@@ -528,6 +538,35 @@ impl AddressIndex {
         }
     }
 
+    /// Distinct names the index holds now (used by a live range, a kept freed range or a recent
+    /// event); at most `max_name_bytes / 32`.
+    pub fn names_in_use(&self) -> usize {
+        self.names.in_use()
+    }
+
+    /// What a report says when names were not kept: how many, from when, and why (the name arena's
+    /// budget, [`IndexSettings::max_name_bytes`]), so "unnamed" is not read as "never named".
+    /// `None` when every name was kept.
+    pub fn names_not_kept_note(&self) -> Option<String> {
+        let stats = &self.stats;
+        if stats.names_dropped == 0 {
+            return None;
+        }
+        let from = stats
+            .first_name_dropped_at
+            .map(|s| format!(" from ring sequence {s} on"))
+            .unwrap_or_default();
+        Some(format!(
+            "{} object names were not kept{from}: the name arena (max_name_bytes {} B, {} distinct \
+             names) was full of names still in use; objects named after it filled may show as \
+             unnamed (raise IndexSettings::max_name_bytes, 32 B of it and 56 B of heap per \
+             distinct name, to keep them)",
+            stats.names_dropped,
+            self.settings.max_name_bytes,
+            self.names.max_names(),
+        ))
+    }
+
     /// Gives every live entry of the object starting at `first` the name `id`.
     fn rename_object(&mut self, first: u32, id: NameId) {
         let mut cur = first;
@@ -823,7 +862,12 @@ impl AddressIndex {
                         }
                         return id;
                     }
-                    None => self.stats.names_dropped += 1,
+                    None => {
+                        self.stats.names_dropped += 1;
+                        self.stats
+                            .first_name_dropped_at
+                            .get_or_insert(record.sequence);
+                    }
                 }
             }
         }

@@ -51,6 +51,8 @@ pub(crate) struct NameArena {
     max_names: usize,
     /// Head of the free id list (linked through `NameSlot::offset`), `NO_NAME` when empty.
     free: NameId,
+    /// Ids on the free list.
+    free_len: usize,
     /// `id + 1` per bucket, 0 = empty.
     table: Vec<u32>,
     table_bits: u32,
@@ -85,6 +87,7 @@ impl NameArena {
             slots: Vec::with_capacity(max_names),
             max_names,
             free: NO_NAME,
+            free_len: 0,
             table: vec![0; buckets],
             table_bits: buckets.trailing_zeros(),
             dead_bytes: 0,
@@ -97,6 +100,7 @@ impl NameArena {
         self.bytes.clear();
         self.slots.clear();
         self.free = NO_NAME;
+        self.free_len = 0;
         self.table.fill(0);
         self.dead_bytes = 0;
         self.dead_names = 0;
@@ -210,6 +214,7 @@ impl NameArena {
         let id = if self.free != NO_NAME {
             let id = self.free;
             self.free = self.slots[id as usize].offset;
+            self.free_len -= 1;
             id
         } else {
             self.slots.push(NameSlot::default());
@@ -228,6 +233,16 @@ impl NameArena {
         };
         self.table[bucket] = id + 1;
         Some(id)
+    }
+
+    /// Distinct names some holder still uses (dead names awaiting compaction left out).
+    pub(crate) fn in_use(&self) -> usize {
+        self.slots.len() - self.free_len - self.dead_names
+    }
+
+    /// Most distinct names the arena can hold at once (`max_name_bytes / 32`).
+    pub(crate) fn max_names(&self) -> usize {
+        self.max_names
     }
 
     fn has_room(&self, need: usize) -> bool {
@@ -252,6 +267,7 @@ impl NameArena {
                 self.remove_from_table(id);
                 self.slots[id as usize].offset = self.free;
                 self.free = id;
+                self.free_len += 1;
             } else {
                 self.bytes.copy_within(read..read + size, write);
                 self.slots[id as usize].offset = write as u32;
@@ -310,6 +326,7 @@ mod tests {
         // Dead but still interned: the same id comes back.
         assert_eq!(names.intern("particles"), Some(a));
         assert_eq!(names.held(), 2);
+        assert_eq!(names.in_use(), 2);
     }
 
     #[test]
@@ -332,8 +349,10 @@ mod tests {
                 assert_eq!(names.intern(&format!("name_{i:03}")), Some(id));
             }
         }
+        assert_eq!(names.in_use(), 7);
         // The dead ones are gone from the table: interning them again makes new records.
         assert!(names.intern("name_000").is_some());
+        assert_eq!(names.in_use(), 8);
         assert_eq!(
             names.memory(),
             NameArena::new(HEADER + MAX_NAME_LEN).memory()

@@ -393,15 +393,24 @@ fn names_dropped_when_the_arena_is_full_of_names_in_use() {
         ..IndexSettings::default()
     });
     let now = Instant::now();
+    assert_eq!(index.names_not_kept_note(), None);
     for h in 1..=10u64 {
-        index.apply(
-            &bind(BUFFER, h, h * 0x100, 0x100).with_name(&format!("name_{h}")),
-            now,
-        );
+        let mut r = bind(BUFFER, h, h * 0x100, 0x100).with_name(&format!("name_{h}"));
+        r.sequence = 100 + h;
+        index.apply(&r, now);
     }
     assert_eq!(index.stats().names_dropped, 2);
+    assert_eq!(index.names_in_use(), 8, "the arena's 8 names are kept");
     assert_eq!(index.name_of(ObjectKey::new(BUFFER, 8)), Some("name_8"));
     assert_eq!(index.name_of(ObjectKey::new(BUFFER, 9)), None);
+    // The report says how many, from where, and why.
+    assert_eq!(index.stats().first_name_dropped_at, Some(109));
+    let note = index.names_not_kept_note().expect("names were dropped");
+    assert!(note.starts_with("2 object names were not kept from ring sequence 109 on"));
+    assert!(
+        note.contains("max_name_bytes 256 B, 8 distinct names"),
+        "{note}"
+    );
     // Names released by the freed history and recent events become room again.
     let mut index = AddressIndex::new(IndexSettings {
         max_name_bytes: 256,
