@@ -10,7 +10,7 @@
 //! own (a per-chunk label). Unbinds carry no name (the driver names the object only at bind).
 //!
 //! Each iteration pushes one frame's 2,000 records into a default-sized ring (not timed), then times
-//! the drain and fold: `RingConsumer::drain` in batches of 1,024 into a reused buffer and
+//! the drain and fold: `RingConsumer::drain_into` in batches of 1,024 into a reused buffer and
 //! `AddressIndex::apply_all` on each batch, which is what the indexer's `drain_into` does besides
 //! locking (uncontended here) and its per-record device check.
 
@@ -111,7 +111,7 @@ fn indexer_fold(c: &mut Criterion) {
                 let now = start;
                 loop {
                     batch.clear();
-                    consumer.drain(BATCH, |r| batch.push(r));
+                    consumer.drain_into(&mut batch, BATCH);
                     if batch.is_empty() {
                         break;
                     }

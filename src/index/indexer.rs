@@ -290,7 +290,7 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
     }
     loop {
         batch.clear();
-        ring.drain(BATCH, |record| batch.push(record));
+        ring.drain_into(batch, BATCH);
         if batch.is_empty() {
             break;
         }

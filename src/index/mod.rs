@@ -851,23 +851,35 @@ impl AddressIndex {
     fn event_name(&mut self, record: &BindingRecord, first: Option<u32>) -> NameId {
         let known = first.map_or(NO_NAME, |id| self.slab[id].name);
         let carried = record.name_bytes();
-        if !carried.is_empty() {
-            let mut buf = [0u8; MAX_NAME_LEN];
-            let name = lossy_utf8(carried, &mut buf);
-            if known == NO_NAME || self.names.get(known) != name {
-                match self.names.intern(name) {
-                    Some(id) => {
-                        if let Some(first) = first {
-                            self.rename_object(first, id);
-                        }
-                        return id;
+        if carried.is_empty() {
+            self.names.acquire(known);
+            return known;
+        }
+        // A label seen lately (a kind name, over and over): no UTF-8 check, hash or probe.
+        if let Some(id) = self.names.recent(carried) {
+            self.names.acquire(id);
+            if id != known {
+                if let Some(first) = first {
+                    self.rename_object(first, id);
+                }
+            }
+            return id;
+        }
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let name = lossy_utf8(carried, &mut buf);
+        if known == NO_NAME || self.names.get(known) != name {
+            match self.names.intern(name) {
+                Some(id) => {
+                    if let Some(first) = first {
+                        self.rename_object(first, id);
                     }
-                    None => {
-                        self.stats.names_dropped += 1;
-                        self.stats
-                            .first_name_dropped_at
-                            .get_or_insert(record.sequence);
-                    }
+                    return id;
+                }
+                None => {
+                    self.stats.names_dropped += 1;
+                    self.stats
+                        .first_name_dropped_at
+                        .get_or_insert(record.sequence);
                 }
             }
         }
