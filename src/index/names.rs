@@ -21,6 +21,15 @@ pub(crate) type NameId = u32;
 /// No name.
 pub(crate) const NO_NAME: NameId = u32::MAX;
 
+/// `name`, or `fallback` when the event carried none.
+pub(crate) fn name_or(name: NameId, fallback: NameId) -> NameId {
+    if name == NO_NAME {
+        fallback
+    } else {
+        name
+    }
+}
+
 /// Longest name kept, in bytes (the record header stores the length in one byte); longer names
 /// (only from [`super::AddressIndex::set_name`]: ring records carry at most 72) are cut at a
 /// character boundary.
