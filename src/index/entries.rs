@@ -44,7 +44,7 @@ pub(super) struct RecentEntry {
 /// that exists only while a run holds unbinds.
 #[derive(Clone, Copy)]
 pub(super) struct HeldUnbind {
-    /// The live entry it unbinds (marked [`HELD`]).
+    /// The live entry it unbinds (marked [`HELD`](super::slab::HELD)).
     pub(super) id: u32,
     /// The name the freed range gets.
     pub(super) name: NameId,

@@ -84,7 +84,7 @@ impl AddressIndex {
         }
     }
 
-    /// Folds `records` in order, exactly as [`Self::apply`] on each, prefetching [`PREFETCH_AHEAD`]
+    /// Folds `records` in order, exactly as [`Self::apply`] on each, prefetching `PREFETCH_AHEAD`
     /// records ahead so that their cache misses overlap.
     pub fn apply_all(&mut self, records: &[BindingRecord], now: Instant) {
         for (i, record) in records.iter().enumerate() {

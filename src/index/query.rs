@@ -58,6 +58,8 @@ impl AddressIndex {
     /// What a report says when names were not kept: how many, from when, and why (the name arena's
     /// budget, [`IndexSettings::max_name_bytes`]), so "unnamed" is not read as "never named".
     /// `None` when every name was kept.
+    ///
+    /// [`IndexSettings::max_name_bytes`]: super::IndexSettings::max_name_bytes
     pub fn names_not_kept_note(&self) -> Option<String> {
         let stats = &self.stats;
         if stats.names_dropped == 0 {

@@ -33,7 +33,7 @@ impl ObjectKey {
 }
 
 /// Bounds on what the index keeps. Everything is allocated when the index is created (pages are
-/// touched as they fill); [`AddressIndex::memory`] says how much.
+/// touched as they fill); [`AddressIndex::memory`](super::AddressIndex::memory) says how much.
 ///
 /// The defaults are sized for a game, not for the worst case. wgpu suballocates buffers and
 /// textures from large memory blocks, so a scene binds about one range per buffer or texture plus
@@ -57,14 +57,16 @@ pub struct IndexSettings {
     /// Default 4,096.
     pub max_recent_events: usize,
     /// Bytes of the name arena: the names' budget. It holds `max_name_bytes / 32` distinct names
-    /// (names still used by a live range, a kept freed range or a recent event) and costs about 1.75x
-    /// this in heap (ids and their lookup table included). Default 2 MiB: 65,536 names, one per kept
-    /// freed range, 3.5 MiB of heap; labels by kind ("mesh vertex buffer") take one name each, so
-    /// only per-object labels can fill it. Names that do not fit are dropped, counted in
-    /// [`IndexStats::names_dropped`] from [`IndexStats::first_name_dropped_at`], and the report says
-    /// so ([`AddressIndex::names_not_kept_note`]). Keeping 1,000,000 distinct names takes 32 MiB
-    /// here: 52.5 MiB more heap, 148.7 B per live binding at 1,000,000 live instead of 93.6 B
-    /// (BENCHMARKS.md), past the index's 96 B budget, so the default keeps 65,536.
+    /// (names still used by a live range, a kept freed range or a recent event) and costs about
+    /// 1.75x this in heap (ids and their lookup table included). Default 2 MiB: 65,536 names, one
+    /// per kept freed range, 3.5 MiB of heap; labels by kind ("mesh vertex buffer") take one name
+    /// each, so only per-object labels can fill it. Names that do not fit are dropped, counted in
+    /// [`IndexStats::names_dropped`] from [`IndexStats::first_name_dropped_at`], and the report
+    /// says so ([`AddressIndex::names_not_kept_note`]). Keeping 1,000,000 distinct names takes
+    /// 32 MiB here: 52.5 MiB more heap, 148.7 B per live binding at 1,000,000 live instead of
+    /// 93.6 B (BENCHMARKS.md), past the index's 96 B budget, so the default keeps 65,536.
+    ///
+    /// [`AddressIndex::names_not_kept_note`]: super::AddressIndex::names_not_kept_note
     pub max_name_bytes: usize,
 }
 
@@ -79,7 +81,8 @@ impl Default for IndexSettings {
     }
 }
 
-/// A resource's range with what the index knows of it (see [`AddressIndex::nearest_resource_below`]).
+/// A resource's range with what the index knows of it (see
+/// [`AddressIndex::nearest_resource_below`](super::AddressIndex::nearest_resource_below)).
 #[derive(Clone, Copy, Debug)]
 pub struct ResourceRange<'a> {
     /// First address.
