@@ -67,7 +67,9 @@ impl AddressIndex {
         if e.next != NONE || e.in_base_table() || !exact {
             return false;
         }
-        let from = *self.held_from.get_or_insert(HeldFrom {
+        // The run's start is recorded with its first held unbind, not before: an unbind that is
+        // not held must not leave a start behind for a later run.
+        let from = self.held_from.unwrap_or(HeldFrom {
             sequence: record.sequence,
             frame: record.frame,
             seen_at: now,
@@ -86,6 +88,7 @@ impl AddressIndex {
             self.stats.held_overflow += 1;
             return false;
         }
+        self.held_from = Some(from);
         let name = name_or(name, e.name);
         self.names.acquire(name);
         self.objects.remove(bucket);
@@ -113,6 +116,10 @@ impl AddressIndex {
     /// bounded by the run's length.
     pub(super) fn release_held(&mut self) {
         if self.held.capacity() == 0 {
+            debug_assert!(
+                self.held_from.is_none(),
+                "a run's start without a held unbind"
+            );
             return;
         }
         for i in 0..self.held.len() {
