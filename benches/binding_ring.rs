@@ -1,15 +1,21 @@
 //! Cost per recorded address-binding event: this crate's messenger callback (decode + lock-free ring
-//! push) against two queues a crash reporter could use instead, from 1 and 2 producer threads.
+//! push) against two queues a crash reporter could use instead, from 1, 2 and 4 producer threads.
 //!
 //! `cargo bench --bench binding_ring`; results land under `target/criterion/binding_ring/<name>/<producers>`.
 //!
 //! Method (see BENCHMARKS.md): every queue has the plugin's default capacity (32,768 records). Each
-//! measurement pushes in rounds of `ROUND` events per producer (2 x ROUND is half the capacity), and
-//! the queue is drained by the consumer between rounds, outside the timed region. So the queue never
-//! fills: this measures the push path of a healthy reporter, not the drop path. One producer: the
-//! bench thread pushes. Two producers: two long-lived threads start each round on a barrier, each
-//! pushes ROUND events, and the wall time from barrier release to the second producer's finish is
-//! divided by 2 x ROUND (every push contends on the queue's tail).
+//! measurement pushes in rounds (a quarter of the capacity with one producer; with N producers
+//! `CAPACITY / (2N)` each, so half), and the queue is drained by the consumer between rounds,
+//! outside the timed region. So the queue never fills: this measures the push path of a healthy
+//! reporter, not the drop path. One producer: the bench thread pushes. N producers: N long-lived
+//! threads start each round on a barrier and a rendezvous, each pushes its share, and the wall time
+//! from the first producer's start to the last one's finish is divided by the events pushed (every
+//! push contends on the queue's tail). With more producers than cores (4 on a 2-core machine) the
+//! producers take turns on the cores: the bench prints how much of the time all of them pushed.
+//!
+//! To compare two queues fairly on a loaded machine, run each in its own process and alternate
+//! which goes first (BENCHMARKS.md gives the commands), e.g.
+//! `cargo bench --bench binding_ring -- --noplot 'push_only/(2|4)$'`.
 //!
 //! - `this_crate`: the real `PFN_vkDebugUtilsMessengerCallbackEXT`,
 //!   [`address_binding_callback`], with a `VkDebugUtilsMessengerCallbackDataEXT` carrying a
@@ -37,8 +43,11 @@ use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing, Ring
 
 /// The plugin's default `binding_ring_capacity`.
 const CAPACITY: usize = 32_768;
-/// Events per producer per round: two producers fill the queue to half, never more.
+/// Events per round for one producer: a quarter of the queue.
 const ROUND: u64 = (CAPACITY / 4) as u64;
+
+/// Producer counts measured.
+const PRODUCERS: [u64; 3] = [1, 2, 4];
 
 /// The ~16-character object name the driver passes (a wgpu/Bevy label).
 const NAME: &CStr = c"frame_uniforms_0";
@@ -221,35 +230,37 @@ fn one_producer<T: Target>(target: &T, iters: u64) -> Duration {
     total
 }
 
-/// Time during which both producers were pushing, and total timed wall time, over a benchmark: on a
+/// Time during which all producers were pushing, and total timed wall time, over a benchmark: on a
 /// loaded 2-core machine the scheduler may run the producers one after the other, and then the
-/// "contended" number is not contended. Printed after each 2-producer benchmark.
+/// "contended" number is not contended. Printed after each benchmark of several producers.
 static OVERLAP_NS: AtomicU64 = AtomicU64::new(0);
 static WALL_NS: AtomicU64 = AtomicU64::new(0);
 
-fn report_overlap(name: &str) {
+fn report_overlap(name: &str, producers: u64) {
     let overlap = OVERLAP_NS.swap(0, Ordering::Relaxed) as f64;
     let wall = WALL_NS.swap(0, Ordering::Relaxed) as f64;
     if wall > 0.0 {
         println!(
-            "binding_ring/{name}/2: both producers were pushing during {:.0}% of the timed wall time",
+            "binding_ring/{name}/{producers}: all producers were pushing during {:.0}% of the timed \
+             wall time",
             100.0 * overlap / wall
         );
     }
 }
 
-/// Times `iters` pushes in all from two producer threads (each pushes `iters / 2`), in rounds that
-/// start on a barrier and a spinning rendezvous; the drain between rounds is not timed. Each producer stamps its own start and
-/// end (on 2 cores the bench thread may not run until a producer blocks, so it cannot hold the
-/// clock); a round's wall time is the last end minus the first start.
-fn two_producers<T: Target>(target: &T, iters: u64) -> Duration {
-    let per_thread = iters.div_ceil(2);
-    let rounds = per_thread.div_ceil(ROUND);
-    let start = Barrier::new(3);
-    let end = Barrier::new(3);
+/// Times `iters` pushes in all from `n` producer threads (each pushes `iters / n`), in rounds that
+/// start on a barrier and a rendezvous; the drain between rounds is not timed. Each producer stamps
+/// its own start and end (on 2 cores the bench thread may not run until a producer blocks, so it
+/// cannot hold the clock); a round's wall time is the last end minus the first start.
+fn several_producers<T: Target>(target: &T, n: u64, iters: u64) -> Duration {
+    let round_len = CAPACITY as u64 / (2 * n);
+    let per_thread = iters.div_ceil(n);
+    let rounds = per_thread.div_ceil(round_len);
+    let start = Barrier::new(n as usize + 1);
+    let end = Barrier::new(n as usize + 1);
     let ready = AtomicU64::new(0);
     let stamps: Vec<Vec<(Instant, Instant)>> = std::thread::scope(|s| {
-        let producers: Vec<_> = (0..2u64)
+        let producers: Vec<_> = (0..n)
             .map(|thread| {
                 let (start, end, ready) = (&start, &end, &ready);
                 s.spawn(move || {
@@ -257,14 +268,21 @@ fn two_producers<T: Target>(target: &T, iters: u64) -> Duration {
                     let mut stamps = Vec::with_capacity(rounds as usize);
                     let mut done = 0;
                     for _ in 0..rounds {
-                        let round = (per_thread - done).min(ROUND);
+                        let round = (per_thread - done).min(round_len);
                         start.wait();
-                        // Rendezvous by spinning, so both producers are on a core when the clock
-                        // starts (a futex wake-up can take as long as a whole round).
+                        // Rendezvous by spinning, so the producers are on a core when the clock
+                        // starts (a futex wake-up can take as long as a whole round); yielding
+                        // after a while, so that with more producers than cores the others run.
                         let arrived = ready.fetch_add(1, Ordering::AcqRel) + 1;
-                        let target_count = arrived.next_multiple_of(2);
+                        let target_count = arrived.next_multiple_of(n);
+                        let mut spins = 0u32;
                         while ready.load(Ordering::Acquire) < target_count {
-                            std::hint::spin_loop();
+                            spins += 1;
+                            if spins < 1_000 {
+                                std::hint::spin_loop();
+                            } else {
+                                std::thread::yield_now();
+                            }
                         }
                         let t0 = Instant::now();
                         for n in done..done + round {
@@ -287,23 +305,27 @@ fn two_producers<T: Target>(target: &T, iters: u64) -> Duration {
     });
     let total: Duration = (0..rounds as usize)
         .map(|r| {
-            let (a, b) = (stamps[0][r], stamps[1][r]);
-            let wall = a.1.max(b.1) - a.0.min(b.0);
-            let overlap = a.1.min(b.1).saturating_duration_since(a.0.max(b.0));
+            let round = stamps.iter().map(|s| s[r]);
+            let first_start = round.clone().map(|(t0, _)| t0).min().unwrap();
+            let last_start = round.clone().map(|(t0, _)| t0).max().unwrap();
+            let first_end = round.clone().map(|(_, t1)| t1).min().unwrap();
+            let last_end = round.map(|(_, t1)| t1).max().unwrap();
+            let wall = last_end - first_start;
+            let overlap = first_end.saturating_duration_since(last_start);
             OVERLAP_NS.fetch_add(overlap.as_nanos() as u64, Ordering::Relaxed);
             WALL_NS.fetch_add(wall.as_nanos() as u64, Ordering::Relaxed);
             wall
         })
         .sum();
-    // Report per event: criterion divides by `iters`, we pushed 2 * per_thread.
-    total.mul_f64(iters as f64 / (2 * per_thread) as f64)
+    // Report per event: criterion divides by `iters`, we pushed n * per_thread.
+    total.mul_f64(iters as f64 / (n * per_thread) as f64)
 }
 
 fn run<T: Target>(target: &T, producers: u64, iters: u64) -> Duration {
     if producers == 1 {
         one_producer(target, iters)
     } else {
-        two_producers(target, iters)
+        several_producers(target, producers, iters)
     }
 }
 
@@ -316,7 +338,9 @@ fn bench<T: Target>(
     group.bench_with_input(BenchmarkId::new(name, producers), &producers, |b, &p| {
         b.iter_custom(|iters| run(target, p, iters))
     });
-    report_overlap(name);
+    if producers > 1 {
+        report_overlap(name, producers);
+    }
 }
 
 fn binding_ring(c: &mut Criterion) {
@@ -326,7 +350,7 @@ fn binding_ring(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .throughput(Throughput::Elements(1));
-    for producers in [1u64, 2] {
+    for producers in PRODUCERS {
         let this = ThisCrate::new();
         bench(&mut group, "this_crate", producers, &this);
         assert_eq!(

@@ -105,9 +105,8 @@ fn settings_1m() -> IndexSettings {
     }
 }
 
-fn index_at_1m(named: bool) {
+fn index_at_1m(named: bool, settings: IndexSettings) {
     let before = live();
-    let settings = settings_1m();
     let mut index = AddressIndex::new(settings.clone());
     let now = Instant::now();
     for i in 0..1_000_000 {
@@ -116,8 +115,8 @@ fn index_at_1m(named: bool) {
     let bytes = live() - before;
     println!(
         "index, 1,000,000 live bindings ({}), max_live_bindings {}: {:.1} MiB heap ({:.1} MiB by \
-         AddressIndex::memory), {:.1} bytes per live binding (freed {}, recent events {}, names \
-         dropped {})",
+         AddressIndex::memory), {:.1} bytes per live binding (freed {}, recent events {}, name arena \
+         {} B: names kept {}, dropped {})",
         if named { "16-char names" } else { "no names" },
         settings.max_live_bindings,
         mib(bytes),
@@ -125,6 +124,8 @@ fn index_at_1m(named: bool) {
         bytes as f64 / index.live_len() as f64,
         index.freed_len(),
         index.recent_events().len(),
+        settings.max_name_bytes,
+        index.names_in_use(),
         index.stats().names_dropped,
     );
 }
@@ -225,6 +226,50 @@ fn index_bounded() {
     );
 }
 
+/// A teardown of every live range at the default bounds (a device loss with a full index): past the
+/// freed ring, the unbinds are held back in a list that exists only while it holds.
+fn held_teardown() {
+    let settings = IndexSettings::default();
+    let before = live();
+    let mut index = AddressIndex::new(settings.clone());
+    let at_creation = live() - before;
+    let now = Instant::now();
+    // Every live range the bound allows (memory blocks included); then every buffer is unbound.
+    let mut i = 0u64;
+    while index.live_len() < settings.max_live_bindings {
+        index.apply(&bind(i, true), now);
+        i += 1;
+    }
+    let live_before = index.live_len();
+    let buffers: Vec<u64> = (0..i)
+        .filter(|b| !b.is_multiple_of(SLOTS_PER_BLOCK))
+        .collect();
+    let ours = live() - before - at_creation;
+    for &b in &buffers {
+        let mut r = bind(b, true);
+        r.kind = BindingKind::Unbind;
+        index.apply(&r, now);
+    }
+    // Less the example's own list of buffers.
+    let while_held = live() - before - ours;
+    let held = index.freed_len() - settings.max_freed_bindings;
+    index.apply(&bind(i, true), now);
+    let after = live() - before - ours;
+    println!(
+        "held teardown at the default bounds: {} live ranges, {} unbinds, {} held past the freed \
+         ring: heap {:.1} MiB at creation, {:.1} MiB while held (+{:.1} B per held unbind), {:.1} \
+         MiB after the next bind; held_overflow {}",
+        live_before,
+        buffers.len(),
+        held,
+        mib(at_creation),
+        mib(while_held),
+        (while_held - at_creation) as f64 / held as f64,
+        mib(after),
+        index.stats().held_overflow,
+    );
+}
+
 /// The asset map per indexed mesh (vertex and index data in slabs) and per image asset, and its
 /// freed history at its bound.
 fn asset_map() {
@@ -267,10 +312,19 @@ fn main() {
         );
         drop((ring, consumer));
     }
-    index_at_1m(true);
-    index_at_1m(false);
+    index_at_1m(true, settings_1m());
+    index_at_1m(false, settings_1m());
+    // What keeping every one of 1,000,000 distinct names would cost: an arena of 2^20 ids.
+    index_at_1m(
+        true,
+        IndexSettings {
+            max_name_bytes: 32 << 20,
+            ..settings_1m()
+        },
+    );
     per_bound();
     index_bounded();
+    held_teardown();
     asset_map();
     println!(
         "peak heap of this process: {:.1} MiB",

@@ -90,8 +90,9 @@ pub mod test_support {
     pub use crate::capture::{BindingKind, BindingRecord, BindingRing, RingConsumer};
     pub use crate::deliver::envelope::build_envelope;
     pub use crate::deliver::sentry_event::sentry_event;
+    pub use crate::index::indexer::IndexerHandle;
     pub use crate::index::{
-        allocator_names, object_type_name, AddressIndex, IndexSettings, IndexStats, IndexerHandle,
+        allocator_names, object_type_name, AddressIndex, IndexSettings, IndexStats,
     };
     pub use crate::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
     pub use crate::vulkan::messenger::set_cost_floor_now;

@@ -12,7 +12,8 @@ use crate::crash::{
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
 use crate::deliver::{Outbox, ReleaseHealth, SessionTracking};
-use crate::index::{AddressIndex, IndexStats, IndexerHandle};
+use crate::index::indexer::IndexerHandle;
+use crate::index::{AddressIndex, IndexStats};
 use crate::progress::GpuTimeline;
 use crate::report::ApplicationInfo;
 use crate::settings::{ReporterSettings, SettingsError};

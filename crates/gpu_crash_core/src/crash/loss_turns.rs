@@ -4,7 +4,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use crate::index::IndexerHandle;
+use crate::index::indexer::IndexerHandle;
 
 /// Turns of the loss reports: a recovered device can be lost again before the first report is
 /// built, and each report must read its own device's index, which the indexer leaves for the next

@@ -1,6 +1,11 @@
 //! `FixedRing`: a bounded FIFO of `Copy` records allocated once; a push into a full ring overwrites
 //! the oldest record in place and hands it back, so the caller can release what it held.
 
+use super::slab::prefetch;
+
+/// Pushes ahead that a full ring asks the cache for the record it will overwrite.
+const PREFETCH_AHEAD: usize = 8;
+
 /// See the module documentation.
 pub(crate) struct FixedRing<T: Copy> {
     items: Vec<T>,
@@ -46,6 +51,14 @@ impl<T: Copy> FixedRing<T> {
             } else {
                 self.head + 1
             };
+            // The record overwritten a few pushes from now was written a lap ago (65,536 freed
+            // ranges: megabytes), out of cache: ask for it now so that push does not wait on it.
+            let ahead = (self.head + PREFETCH_AHEAD) & (self.capacity - 1);
+            if self.capacity.is_power_of_two() {
+                let p = self.items.as_ptr().wrapping_add(ahead);
+                prefetch(p);
+                prefetch(p.cast::<u8>().wrapping_add(std::mem::size_of::<T>() - 1));
+            }
             Some(old)
         }
     }

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{AddressIndex, IndexSettings, PREFETCH_AHEAD};
+use super::fold::PREFETCH_AHEAD;
+use super::{AddressIndex, IndexSettings};
 use crate::capture::record::generation_tag;
 use crate::capture::{BindingRecord, BindingRing, RingConsumer};
 
@@ -290,7 +291,7 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
     }
     loop {
         batch.clear();
-        ring.drain(BATCH, |record| batch.push(record));
+        ring.drain_into(batch, BATCH);
         if batch.is_empty() {
             break;
         }

@@ -21,6 +21,15 @@ pub(crate) type NameId = u32;
 /// No name.
 pub(crate) const NO_NAME: NameId = u32::MAX;
 
+/// `name`, or `fallback` when the event carried none.
+pub(crate) fn name_or(name: NameId, fallback: NameId) -> NameId {
+    if name == NO_NAME {
+        fallback
+    } else {
+        name
+    }
+}
+
 /// Longest name kept, in bytes (the record header stores the length in one byte); longer names
 /// (only from [`super::AddressIndex::set_name`]: ring records carry at most 72) are cut at a
 /// character boundary.
@@ -51,11 +60,64 @@ pub(crate) struct NameArena {
     max_names: usize,
     /// Head of the free id list (linked through `NameSlot::offset`), `NO_NAME` when empty.
     free: NameId,
+    /// Ids on the free list.
+    free_len: usize,
+    /// Names interned or found lately, by [`recent_slot`], [`NO_NAME`] for none: games label
+    /// buffers by kind ("mesh vertex buffer", "mesh index buffer", ...), so an event's name is
+    /// usually one of a few seen just before, and comparing its bytes with one candidate is
+    /// cheaper than hashing and probing the table. Forgotten by a compaction, which may free ids.
+    recent: [NameId; RECENT_NAMES],
     /// `id + 1` per bucket, 0 = empty.
     table: Vec<u32>,
     table_bits: u32,
     dead_bytes: usize,
     dead_names: usize,
+}
+
+/// Entries of [`NameArena`]'s recent-names cache.
+const RECENT_NAMES: usize = 64;
+
+/// Where a name goes in the recent-names cache: its length and its first and last 8 bytes mixed (a
+/// few instructions; names that collide only evict each other).
+#[inline]
+fn recent_slot(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    let key =
+        word(&bytes[..n.min(8)]) ^ word(&bytes[n.saturating_sub(8)..]).rotate_left(29) ^ n as u64;
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT_NAMES.trailing_zeros())) as usize
+}
+
+/// `a == b` for slices of equal length, 8 bytes at a time: names are short (10-30 bytes), where a
+/// call to the C library's `memcmp` cost more than the comparison (BENCHMARKS.md, issue 35).
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let n = a.len();
+    if n < 8 {
+        return word(a) == word(b);
+    }
+    // Whole words, then the last 8 bytes (overlapping the last whole word when n is not a
+    // multiple of 8).
+    let mut i = 0;
+    while i + 8 <= n {
+        if word(&a[i..i + 8]) != word(&b[i..i + 8]) {
+            return false;
+        }
+        i += 8;
+    }
+    word(&a[n - 8..]) == word(&b[n - 8..])
+}
+
+/// Up to 8 bytes as a little-endian word, zero-padded.
+#[inline(always)]
+fn word(b: &[u8]) -> u64 {
+    if let Ok(w) = <[u8; 8]>::try_from(b) {
+        return u64::from_le_bytes(w);
+    }
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
 }
 
 /// FxHash-style hash of a name, finished with a multiply so the top bits (the bucket) mix all input.
@@ -85,6 +147,8 @@ impl NameArena {
             slots: Vec::with_capacity(max_names),
             max_names,
             free: NO_NAME,
+            free_len: 0,
+            recent: [NO_NAME; RECENT_NAMES],
             table: vec![0; buckets],
             table_bits: buckets.trailing_zeros(),
             dead_bytes: 0,
@@ -97,6 +161,8 @@ impl NameArena {
         self.bytes.clear();
         self.slots.clear();
         self.free = NO_NAME;
+        self.free_len = 0;
+        self.recent = [NO_NAME; RECENT_NAMES];
         self.table.fill(0);
         self.dead_bytes = 0;
         self.dead_names = 0;
@@ -167,12 +233,28 @@ impl NameArena {
             let slot = &self.slots[(entry - 1) as usize];
             if slot.hash == hash && slot.len as usize == name.len() {
                 let start = slot.offset as usize + HEADER;
-                if &self.bytes[start..start + name.len()] == name {
+                if same_bytes(&self.bytes[start..start + name.len()], name) {
                     return Ok(bucket);
                 }
             }
             bucket = (bucket + 1) & mask;
         }
+    }
+
+    /// The id of `bytes` if it is among the names interned or found lately, without a reference
+    /// taken: one candidate, compared byte for byte; no hashing of the whole name, no probing.
+    /// Stored names are UTF-8, so a match means `bytes` are too.
+    #[inline]
+    pub(crate) fn recent(&self, bytes: &[u8]) -> Option<NameId> {
+        let id = self.recent[recent_slot(bytes)];
+        if id == NO_NAME {
+            return None;
+        }
+        let slot = &self.slots[id as usize];
+        let start = slot.offset as usize + HEADER;
+        (slot.len as usize == bytes.len()
+            && same_bytes(&self.bytes[start..start + bytes.len()], bytes))
+        .then_some(id)
     }
 
     /// The id of `name` with one reference taken for the caller, or `None` (counted) when it does not
@@ -183,11 +265,16 @@ impl NameArena {
             len -= 1;
         }
         let name = &name.as_bytes()[..len];
+        if let Some(id) = self.recent(name) {
+            self.acquire(id);
+            return Some(id);
+        }
         let hash = hash_name(name);
         let mut bucket = match self.find(name, hash) {
             Ok(bucket) => {
                 let id = self.table[bucket] - 1;
                 self.acquire(id);
+                self.recent[recent_slot(name)] = id;
                 return Some(id);
             }
             Err(bucket) => bucket,
@@ -210,6 +297,7 @@ impl NameArena {
         let id = if self.free != NO_NAME {
             let id = self.free;
             self.free = self.slots[id as usize].offset;
+            self.free_len -= 1;
             id
         } else {
             self.slots.push(NameSlot::default());
@@ -226,8 +314,19 @@ impl NameArena {
             refs: 1,
             len: name.len() as u16,
         };
+        // Not cached yet: a name seen once (a per-object label) would only push out one that repeats.
         self.table[bucket] = id + 1;
         Some(id)
+    }
+
+    /// Distinct names some holder still uses (dead names awaiting compaction left out).
+    pub(crate) fn in_use(&self) -> usize {
+        self.slots.len() - self.free_len - self.dead_names
+    }
+
+    /// Most distinct names the arena can hold at once (`max_name_bytes / 32`).
+    pub(crate) fn max_names(&self) -> usize {
+        self.max_names
     }
 
     fn has_room(&self, need: usize) -> bool {
@@ -252,6 +351,7 @@ impl NameArena {
                 self.remove_from_table(id);
                 self.slots[id as usize].offset = self.free;
                 self.free = id;
+                self.free_len += 1;
             } else {
                 self.bytes.copy_within(read..read + size, write);
                 self.slots[id as usize].offset = write as u32;
@@ -260,6 +360,7 @@ impl NameArena {
             read += size;
         }
         self.bytes.truncate(write);
+        self.recent = [NO_NAME; RECENT_NAMES];
         self.dead_bytes = 0;
         self.dead_names = 0;
     }
@@ -310,6 +411,7 @@ mod tests {
         // Dead but still interned: the same id comes back.
         assert_eq!(names.intern("particles"), Some(a));
         assert_eq!(names.held(), 2);
+        assert_eq!(names.in_use(), 2);
     }
 
     #[test]
@@ -332,12 +434,55 @@ mod tests {
                 assert_eq!(names.intern(&format!("name_{i:03}")), Some(id));
             }
         }
+        assert_eq!(names.in_use(), 7);
         // The dead ones are gone from the table: interning them again makes new records.
         assert!(names.intern("name_000").is_some());
+        assert_eq!(names.in_use(), 8);
         assert_eq!(
             names.memory(),
             NameArena::new(HEADER + MAX_NAME_LEN).memory()
         );
+    }
+
+    /// The recent-names shortcut finds only the very name, and never an id a compaction freed.
+    #[test]
+    fn recent_names_are_found_again_and_forgotten_by_compaction() {
+        let mut names = NameArena::new(HEADER + MAX_NAME_LEN); // 8 ids
+        let a = names.intern("mesh vertex buffer").unwrap();
+        assert_eq!(
+            names.recent(b"mesh vertex buffer"),
+            None,
+            "seen once: not cached"
+        );
+        assert_eq!(names.intern("mesh vertex buffer"), Some(a));
+        assert_eq!(
+            names.recent(b"mesh vertex buffer"),
+            Some(a),
+            "seen again: cached"
+        );
+        assert_eq!(names.recent(b"mesh vertex buffe"), None);
+        assert_eq!(names.recent(b"mesh index buffer!"), None);
+        assert_eq!(names.intern("mesh vertex buffer"), Some(a));
+        names.release(a);
+        names.release(a);
+        names.release(a);
+        // Fill the ids, then free a quarter: the next new name compacts, freeing `a` (dead).
+        let ids: Vec<_> = (0..7)
+            .map(|i| names.intern(&format!("n{i}")).unwrap())
+            .collect();
+        names.release(ids[0]);
+        let b = names.intern("after").unwrap();
+        assert_eq!(
+            names.recent(b"mesh vertex buffer"),
+            None,
+            "forgotten: its id was freed"
+        );
+        assert_eq!(names.get(b), "after");
+        assert_eq!(names.intern("after"), Some(b));
+        assert_eq!(names.recent(b"after"), Some(b));
+        names.release(b);
+        assert_ne!(names.intern("mesh vertex buffer"), None);
+        assert_eq!(names.in_use(), 8);
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub(crate) fn build_report(
             "wgpu allocator report unavailable: live objects named only by binding events".into(),
         );
     }
+    notes.extend(index.names_not_kept_note());
     let as_of = ctx.cut;
     let resolve_ctx = ResolveContext {
         index,

@@ -1,6 +1,13 @@
 //! The index against every pattern the spec and the NVIDIA driver produce.
 
+use std::time::Instant;
+
+use ash::vk;
+
 use super::*;
+use crate::capture::{BindingKind, BindingRecord};
+
+mod hold;
 
 const BUFFER: vk::ObjectType = vk::ObjectType::BUFFER;
 const MEMORY: vk::ObjectType = vk::ObjectType::DEVICE_MEMORY;
@@ -216,74 +223,6 @@ fn memory_is_bounded_by_settings() {
     assert!(index.freed_overlapping(0, 0).is_empty());
 }
 
-/// wgpu destroys every resource after a device loss, before the report is built: a teardown longer
-/// than the freed ring pushes out neither what was freed before it nor what it tore down.
-#[test]
-fn a_teardown_longer_than_the_freed_ring_keeps_every_range_until_the_next_bind() {
-    let settings = IndexSettings {
-        max_live_bindings: 4096,
-        max_freed_bindings: 256,
-        max_recent_events: 16,
-        max_name_bytes: 64 * 1024,
-    };
-    let mut index = AddressIndex::new(settings);
-    let now = Instant::now();
-    let mut sequence = 0;
-    let mut fold = |index: &mut AddressIndex, mut record: BindingRecord| {
-        sequence += 1;
-        record.sequence = sequence;
-        index.apply(&record, now);
-        sequence
-    };
-    // Churn fills the freed ring; the last one freed is a use-after-free's culprit.
-    for h in 1..=300u64 {
-        fold(
-            &mut index,
-            bind(BUFFER, h, h << 20, 0x1000).with_name("churn"),
-        );
-        fold(&mut index, unbind(BUFFER, h, h << 20, 0x1000));
-    }
-    let uaf_freed = fold(&mut index, bind(BUFFER, 999, 999 << 20, 0x1000)) - 1;
-    // The level: 1,000 objects, then the fault, then the teardown of everything.
-    for h in 1000..2000u64 {
-        fold(
-            &mut index,
-            bind(BUFFER, h, h << 20, 0x1000).with_name("level"),
-        );
-    }
-    let cut = fold(&mut index, bind(BUFFER, 2000, 2000 << 20, 0x1000)) + 1;
-    for h in (1000..=2000u64).chain([999]) {
-        fold(&mut index, unbind(BUFFER, h, h << 20, 0x1000));
-    }
-    assert_eq!(index.trailing_unbind_run_start(), Some(cut));
-    assert_eq!(index.live_len(), 0, "nothing is live now");
-    // The churn's own evictions, then the run's first 16 unbinds (a sixteenth of the ring) take
-    // the oldest places.
-    assert_eq!(
-        index.stats().freed_evicted,
-        (300 - 256) + 16,
-        "only the ring's oldest"
-    );
-    // Torn down by the run: freed now, live as of the fault.
-    let first_torn = index.freed_overlapping(1000 << 20, 1000 << 20);
-    assert_eq!(first_torn.len(), 1);
-    assert!(first_torn[0].2.freed_sequence >= cut);
-    assert_eq!(first_torn[0].2.name, Some("level"));
-    let nearest = index
-        .nearest_resource_below((1500 << 20) + 0x2000, Some(cut))
-        .unwrap();
-    assert_eq!(nearest.base, 1500 << 20, "live at the cut");
-    // Freed before the fault: still there.
-    let uaf = index.freed_overlapping(300 << 20, 300 << 20);
-    assert_eq!(uaf[0].2.freed_sequence, uaf_freed);
-    // The next bind ends the run; the ring keeps its bound.
-    fold(&mut index, bind(BUFFER, 5000, 5000 << 20, 0x1000));
-    assert_eq!(index.freed_len(), 256);
-    assert_eq!(index.live_len(), 1);
-    assert_eq!(index.freed_overlapping(999 << 20, 999 << 20).len(), 1);
-    assert!(index.freed_overlapping(300 << 20, 300 << 20).is_empty());
-}
-
 #[test]
 fn nearest_live_below_names_the_object_an_overrun_came_from() {
     let index = index_of(&[
@@ -338,8 +277,9 @@ fn reset_empties_everything_and_keeps_capacity_and_settings() {
 }
 
 /// The index's own accounting against the settings: everything is allocated at creation, within
-/// 96 bytes per live range (the slab entry plus two half-empty tables), 96 per freed range, 80 per
-/// recent event and twice the name bytes, and nothing grows however much is folded.
+/// 80 bytes per live range allowed (the 56-byte slab entry plus two half-empty tables; nothing for
+/// the unbind hold, whose list exists only while it holds), 96 per freed range, 80 per recent event
+/// and twice the name bytes, and nothing grows however much is folded.
 #[test]
 fn memory_stays_within_the_settings_bounds() {
     for settings in [
@@ -351,7 +291,7 @@ fn memory_stays_within_the_settings_bounds() {
             max_name_bytes: 8192,
         },
     ] {
-        let bound = 96 * settings.max_live_bindings
+        let bound = 80 * settings.max_live_bindings
             + 96 * settings.max_freed_bindings
             + 80 * settings.max_recent_events
             + 2 * settings.max_name_bytes;
@@ -392,15 +332,24 @@ fn names_dropped_when_the_arena_is_full_of_names_in_use() {
         ..IndexSettings::default()
     });
     let now = Instant::now();
+    assert_eq!(index.names_not_kept_note(), None);
     for h in 1..=10u64 {
-        index.apply(
-            &bind(BUFFER, h, h * 0x100, 0x100).with_name(&format!("name_{h}")),
-            now,
-        );
+        let mut r = bind(BUFFER, h, h * 0x100, 0x100).with_name(&format!("name_{h}"));
+        r.sequence = 100 + h;
+        index.apply(&r, now);
     }
     assert_eq!(index.stats().names_dropped, 2);
+    assert_eq!(index.names_in_use(), 8, "the arena's 8 names are kept");
     assert_eq!(index.name_of(ObjectKey::new(BUFFER, 8)), Some("name_8"));
     assert_eq!(index.name_of(ObjectKey::new(BUFFER, 9)), None);
+    // The report says how many, from where, and why.
+    assert_eq!(index.stats().first_name_dropped_at, Some(109));
+    let note = index.names_not_kept_note().expect("names were dropped");
+    assert!(note.starts_with("2 object names were not kept from ring sequence 109 on"));
+    assert!(
+        note.contains("max_name_bytes 256 B, 8 distinct names"),
+        "{note}"
+    );
     // Names released by the freed history and recent events become room again.
     let mut index = AddressIndex::new(IndexSettings {
         max_name_bytes: 256,
@@ -647,74 +596,4 @@ fn matches_a_plain_model_under_random_churn() {
     assert!(index.stats().partial_unbinds > 0);
     assert!(index.stats().unmatched_unbinds > 0);
     assert!(index.stats().duplicate_binds > 0);
-}
-
-#[test]
-fn the_unbind_run_start_is_exact_for_a_teardown_longer_than_the_recent_events() {
-    let mut index = AddressIndex::default();
-    let now = Instant::now();
-    let objects = 10_000u64;
-    let mut sequence = 0;
-    let mut fold = |index: &mut AddressIndex, mut record: BindingRecord| {
-        sequence += 1;
-        record.sequence = sequence;
-        index.apply(&record, now);
-        sequence
-    };
-    assert_eq!(index.trailing_unbind_run_start(), None, "no bind yet");
-    let mut last_bind = 0;
-    for h in 1..=objects {
-        last_bind = fold(&mut index, bind(BUFFER, h, h << 16, 4096));
-    }
-    assert_eq!(index.trailing_unbind_run_start(), Some(last_bind + 1));
-    let mut first_unbind = None;
-    for h in 1..=objects {
-        let s = fold(&mut index, unbind(BUFFER, h, h << 16, 4096));
-        first_unbind.get_or_insert(s);
-    }
-    assert!(objects as usize > index.settings().max_recent_events);
-    assert_eq!(index.trailing_unbind_run_start(), first_unbind);
-    fold(&mut index, bind(BUFFER, 1, 1 << 16, 4096));
-    assert_eq!(index.trailing_unbind_run_start(), Some(sequence + 1));
-}
-
-/// While a fault may have happened (the GPU stalled, the device is lost), a teardown interleaved
-/// with binds (a game's other threads) is held too; turning holding off moves it into the ring.
-#[test]
-fn holding_keeps_unbinds_across_binds_until_turned_off() {
-    let mut index = AddressIndex::new(IndexSettings {
-        max_live_bindings: 4096,
-        max_freed_bindings: 16,
-        max_recent_events: 16,
-        max_name_bytes: 64 * 1024,
-    });
-    let now = Instant::now();
-    for h in 1..=32u64 {
-        index.apply(&bind(BUFFER, h, h << 20, 0x1000), now);
-        index.apply(&unbind(BUFFER, h, h << 20, 0x1000), now);
-    }
-    for h in 100..200u64 {
-        index.apply(&bind(BUFFER, h, h << 20, 0x1000), now);
-    }
-    let evicted = index.stats().freed_evicted;
-    index.set_holding(true);
-    for h in 100..200u64 {
-        index.apply(&unbind(BUFFER, h, h << 20, 0x1000), now);
-        index.apply(&bind(BUFFER, h + 1000, (h + 1000) << 20, 0x1000), now);
-    }
-    assert_eq!(index.stats().freed_evicted, evicted, "nothing pushed out");
-    assert_eq!(index.freed_len(), 16 + 100);
-    assert_eq!(
-        index.live_len(),
-        100,
-        "the new binds; the torn-down are freed"
-    );
-    assert_eq!(index.freed_overlapping(32 << 20, 32 << 20).len(), 1);
-    assert_eq!(index.freed_overlapping(100 << 20, 100 << 20).len(), 1);
-    assert!(index.live_overlapping(100 << 20, 100 << 20).is_empty());
-    index.set_holding(false);
-    assert_eq!(index.freed_len(), 16);
-    assert_eq!(index.stats().freed_evicted, evicted + 100);
-    assert_eq!(index.freed_overlapping(199 << 20, 199 << 20).len(), 1);
-    assert!(index.freed_overlapping(32 << 20, 32 << 20).is_empty());
 }

@@ -1,0 +1,130 @@
+//! The indexer thread's cost per binding event: draining the ring and folding what it drained into
+//! the [`AddressIndex`] (names interned included), as `src/index/indexer.rs` does every frame.
+//!
+//! `cargo bench --bench indexer_fold`; results land under `target/criterion/indexer_fold/<name>`.
+//!
+//! Workload: the `frame_overhead` example's churn, 1,000 buffers created and destroyed a frame. A
+//! frame's ring holds the binds of 1,000 new buffers and the unbinds of the previous frame's 1,000
+//! (wgpu destroys late), so about 1,000 buffers are live. Names are what a game labels buffers by:
+//! a few kind names over and over ("mesh vertex buffer", ...), and every tenth buffer a name of its
+//! own (a per-chunk label). Unbinds carry no name (the driver names the object only at bind).
+//!
+//! Each iteration pushes one frame's 2,000 records into a default-sized ring (not timed), then times
+//! the drain and fold: `RingConsumer::drain_into` in batches of 1,024 into a reused buffer and
+//! `AddressIndex::apply_all` on each batch, which is what the indexer's `drain_into` does besides
+//! locking (uncontended here) and its per-record device check.
+
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use gpu_crash_core::test_support::{AddressIndex, IndexSettings};
+use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing};
+
+/// Buffers created (and, a frame later, destroyed) per frame.
+const PER_FRAME: u64 = 1_000;
+/// The indexer's batch (`indexer.rs`).
+const BATCH: usize = 1_024;
+/// The plugin's default `binding_ring_capacity`.
+const RING: usize = 32_768;
+
+/// Labels a game gives buffers by kind; they repeat every frame.
+const KINDS: [&str; 6] = [
+    "mesh vertex buffer",
+    "mesh index buffer",
+    "frame_uniforms_0",
+    "instance data",
+    "skin joints",
+    "particle storage",
+];
+
+/// The name of the frame's `i`-th buffer: by kind, one in ten a label of its own.
+fn name(buffer: u64) -> String {
+    if buffer.is_multiple_of(10) {
+        format!("chunk_{buffer:08}_lod0")
+    } else {
+        KINDS[(buffer % KINDS.len() as u64) as usize].to_owned()
+    }
+}
+
+fn buffer_record(kind: BindingKind, buffer: u64, frame: u64) -> BindingRecord {
+    let r = BindingRecord::new(
+        kind,
+        vk::ObjectType::BUFFER,
+        0x5a00_0000_0000 + buffer,
+        // 4 KiB buffers in 64 KiB strides, as suballocated buffers look.
+        0x1_0000_0000 + (buffer % (1 << 20)) * 0x1_0000,
+        4096,
+    )
+    .with_frame(frame);
+    match kind {
+        BindingKind::Bind => r.with_name(&name(buffer)),
+        BindingKind::Unbind => r,
+    }
+}
+
+/// Frames replayed in a loop (their records are built once: formatting names is not the indexer's
+/// work).
+const FRAMES: u64 = 64;
+
+/// Records of frame `frame` of the loop: its 1,000 binds, then the unbinds of the previous frame's
+/// buffers (for frame 0, the loop's last frame).
+fn frame_records(frame: u64) -> Vec<BindingRecord> {
+    let first = frame * PER_FRAME;
+    let previous = (frame + FRAMES - 1) % FRAMES * PER_FRAME;
+    (first..first + PER_FRAME)
+        .map(|b| buffer_record(BindingKind::Bind, b, frame))
+        .chain(
+            (previous..previous + PER_FRAME).map(|b| buffer_record(BindingKind::Unbind, b, frame)),
+        )
+        .collect()
+}
+
+fn indexer_fold(c: &mut Criterion) {
+    let mut group = c.benchmark_group("indexer_fold");
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(2 * PER_FRAME));
+    // Replayed with handles moved on each lap, so every frame's buffers are new objects and each
+    // unbind matches the bind of a frame before.
+    let frames: Vec<Vec<BindingRecord>> = (0..FRAMES).map(frame_records).collect();
+    group.bench_function("churn_1000_buffers_a_frame", |b| {
+        b.iter_custom(|iters| {
+            let (ring, mut consumer) = BindingRing::with_capacity(RING);
+            let mut index = AddressIndex::new(IndexSettings::default());
+            let mut batch: Vec<BindingRecord> = Vec::with_capacity(BATCH);
+            let mut total = Duration::ZERO;
+            for it in 0..iters {
+                let (lap, frame) = (it / FRAMES, it % FRAMES);
+                for record in &frames[frame as usize] {
+                    let mut r = *record;
+                    // The unbinds of a lap's first frame are of the previous lap's last buffers.
+                    let lap_of = match (r.kind, frame) {
+                        (BindingKind::Unbind, 0) => lap.wrapping_sub(1),
+                        _ => lap,
+                    };
+                    r.handle = r.handle.wrapping_add(lap_of << 32);
+                    let _ = ring.push(r);
+                }
+                let start = Instant::now();
+                let now = start;
+                loop {
+                    batch.clear();
+                    consumer.drain_into(&mut batch, BATCH);
+                    if batch.is_empty() {
+                        break;
+                    }
+                    index.apply_all(&batch, now);
+                }
+                total += start.elapsed();
+            }
+            std::hint::black_box(index.stats());
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, indexer_fold);
+criterion_main!(benches);
