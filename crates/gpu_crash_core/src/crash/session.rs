@@ -7,7 +7,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::hang_then_loss::ReportedHang;
+use super::watch_thread::WatchThread;
 use crate::progress::GpuTimeline;
+use crate::vulkan::fault::KhrFaultReport;
 use crate::vulkan::{BindingMessenger, GpuCrashCapabilities};
 
 /// Everything the reporter knows about one device.
@@ -31,6 +33,13 @@ pub(crate) struct DeviceSession {
     fault: Mutex<FaultPhase>,
     /// Signalled whenever `fault` changes.
     fault_changed: Condvar,
+    /// `VK_KHR_device_fault` reports the non-fatal fault watch drained that belong to the crash
+    /// path (`DEVICE_LOST` or `WATCHDOG_TIMEOUT` set): the next loss or hang report reads them
+    /// first. The watch holds this lock while it drains, so a crash path's fault query that takes it
+    /// sees every report the watch drained before, and none is drained during its query.
+    drained: Mutex<Vec<KhrFaultReport>>,
+    /// The non-fatal fault watch of this device, if one runs; stopped before the device goes.
+    fault_watch: Mutex<Option<WatchThread>>,
 }
 
 /// Where one device's fault reporting stands. Every change happens under one lock, whichever of the
@@ -168,6 +177,48 @@ impl DeviceSession {
         }
     }
 
+    /// The lock over the reports the fault watch drained for the crash path (see `drained`), for
+    /// the watch's drain.
+    pub(crate) fn drain_lock(&self) -> MutexGuard<'_, Vec<KhrFaultReport>> {
+        self.drained.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The same lock for a crash path's fault query: waits at most `wait` for a drain in progress
+    /// (a driver stuck in the watch's query must not hold a crash report back); `None` after that.
+    pub(crate) fn drain_lock_for_crash(
+        &self,
+        wait: Duration,
+    ) -> Option<MutexGuard<'_, Vec<KhrFaultReport>>> {
+        let until = Instant::now().checked_add(wait);
+        loop {
+            match self.drained.try_lock() {
+                Ok(guard) => return Some(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            if until.is_none_or(|u| Instant::now() >= u) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Keeps `watch` (the device's non-fatal fault watch) until the session ends.
+    pub(crate) fn keep_fault_watch(&self, watch: WatchThread) {
+        *self.fault_watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(watch);
+    }
+
+    /// Stops the non-fatal fault watch (bounded: see [`WatchThread`]): the device is lost, or
+    /// going.
+    pub(crate) fn stop_fault_watch(&self) {
+        let watch = self
+            .fault_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(watch);
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
         // Acquire: pairs with the Release in `begin_loss`.
         self.lost.load(Ordering::Acquire)
@@ -183,6 +234,8 @@ impl Drop for DeviceSession {
     /// any more) before the marker memory is freed: it goes with this session, while the device still
     /// lives (the marker buffer holds a device handle of its own).
     fn drop(&mut self) {
+        // First: the watch calls into the driver on this device.
+        self.stop_fault_watch();
         let Some(timeline) = &self.timeline else {
             return;
         };
@@ -258,6 +311,8 @@ impl DeviceSessions {
             lost: AtomicBool::new(false),
             fault: Mutex::new(FaultPhase::Healthy),
             fault_changed: Condvar::new(),
+            drained: Mutex::default(),
+            fault_watch: Mutex::default(),
         });
         let previous = self.lock().current.replace(session.clone());
         // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog
