@@ -35,10 +35,27 @@ pub fn render(r: &CrashReport) -> String {
     let kind = match r.kind {
         CrashKind::DeviceLost => "device lost (VK_ERROR_DEVICE_LOST)",
         CrashKind::GpuHang => "GPU hang",
+        CrashKind::NonFatalFault => {
+            "non-fatal: a GPU fault the driver recovered from (the game went on; the same bug may \
+             lose the device elsewhere)"
+        }
     };
     let _ = writeln!(out, "{}", r.summary);
     let _ = writeln!(out);
     let _ = writeln!(out, "  what      {kind}");
+    if let Some(non_fatal) = &r.non_fatal {
+        let _ = writeln!(
+            out,
+            "  counted   {} masked fault(s) over {} ms{}",
+            non_fatal.count,
+            non_fatal.span_ms,
+            if non_fatal.flags.is_empty() {
+                String::new()
+            } else {
+                format!(" (flags {})", non_fatal.flags.join(" | "))
+            }
+        );
+    }
     if let Some(fault) = r.faults.first() {
         let _ = writeln!(out, "  verdict   {}", fault.verdict.as_str());
     }
