@@ -346,7 +346,7 @@ impl KhrFaultReport {
                 }),
             instruction: flags
                 .contains(DeviceFaultFlagsKHR::INSTRUCTION_ADDRESS)
-                .then(|| FaultAddress {
+                .then_some(FaultAddress {
                     address: report.instruction_address_info.reported_address,
                     precision: report.instruction_address_info.address_precision,
                     access: FaultAccess::Instruction,
