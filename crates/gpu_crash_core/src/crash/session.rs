@@ -2,7 +2,7 @@
 //! renderer recovery does); each gets its own session, so nothing of an old device leaks into a new
 //! device's report.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,9 @@ pub(crate) struct DeviceSession {
     /// first. The watch holds this lock while it drains, so a crash path's fault query that takes it
     /// sees every report the watch drained before, and none is drained during its query.
     drained: Mutex<Vec<KhrFaultReport>>,
+    /// Crash paths waiting for `drained`'s lock: the watch does not take it again meanwhile (the
+    /// lock is not fair, and the watch takes it back at once after each wait).
+    crash_wants_drain: AtomicUsize,
     /// The non-fatal fault watch of this device, if one runs; stopped before the device goes.
     fault_watch: Mutex<Option<WatchThread>>,
 }
@@ -178,8 +181,13 @@ impl DeviceSession {
     }
 
     /// The lock over the reports the fault watch drained for the crash path (see `drained`), for
-    /// the watch's drain.
+    /// the watch's drain: first lets a crash path that waits for it go first.
     pub(crate) fn drain_lock(&self) -> MutexGuard<'_, Vec<KhrFaultReport>> {
+        // Relaxed: a hint of who goes first; the mutex orders the reports themselves. A stale 0
+        // costs the crash path one more wait of the watch (it polls for `DRAIN_WAIT`).
+        while self.crash_wants_drain.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         self.drained.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -190,17 +198,22 @@ impl DeviceSession {
         wait: Duration,
     ) -> Option<MutexGuard<'_, Vec<KhrFaultReport>>> {
         let until = Instant::now().checked_add(wait);
-        loop {
+        // Relaxed: see `drain_lock`.
+        self.crash_wants_drain.fetch_add(1, Ordering::Relaxed);
+        let guard = loop {
             match self.drained.try_lock() {
-                Ok(guard) => return Some(guard),
-                Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Ok(guard) => break Some(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
                 Err(std::sync::TryLockError::WouldBlock) => {}
             }
             if until.is_none_or(|u| Instant::now() >= u) {
-                return None;
+                break None;
             }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        // Held (or given up): the watch may block on the lock from here on.
+        self.crash_wants_drain.fetch_sub(1, Ordering::Relaxed);
+        guard
     }
 
     /// Keeps `watch` (the device's non-fatal fault watch) until the session ends.
@@ -312,6 +325,7 @@ impl DeviceSessions {
             fault: Mutex::new(FaultPhase::Healthy),
             fault_changed: Condvar::new(),
             drained: Mutex::default(),
+            crash_wants_drain: AtomicUsize::new(0),
             fault_watch: Mutex::default(),
         });
         let previous = self.lock().current.replace(session.clone());
