@@ -12,7 +12,7 @@
 //!   storm of a thousand masked faults in a second is one event.
 //! - Reports that are not masked faults (`DEVICE_LOST` or `WATCHDOG_TIMEOUT` set) are the crash
 //!   path's: they are kept in the session for the loss or hang report's fault query
-//!   ([`DeviceSession::drain_lock`]), never dropped, and a `DEVICE_LOST` one ends the watch.
+//!   ([`DrainSlot`]), never dropped, and a `DEVICE_LOST` one ends the watch.
 //! - The watch never runs on a lost device (checked under the drain lock before each wait) and
 //!   stops before the device goes: the session's drop stops and joins it (bounded, see
 //!   [`WatchThread`]); it holds its own clone of the device meanwhile.
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use tracing::warn;
 
 use super::handler::CrashHandling;
-use super::session::DeviceSession;
+use super::session::{DeviceSession, DrainSlot, LostFlag};
 use super::watch_thread::{StopFlag, WatchThread};
 use crate::deliver::sentry_event::fingerprint;
 use crate::guard::guarded;
@@ -48,12 +48,20 @@ pub(crate) fn start(handling: &CrashHandling, session: &Arc<DeviceSession>) {
         return;
     }
     let weak = Arc::downgrade(session);
+    let (slot, lost) = session.watch_handles();
     let device = session.device.clone();
     let capabilities = session.capabilities.clone();
     let handling = handling.clone();
     let spawned = WatchThread::spawn("gpu-crash-fault-watch", move |stop| {
         guarded("non-fatal fault watch", || {
-            watch(&handling, &weak, &device, &capabilities, &stop)
+            let watched = Watched {
+                session: &weak,
+                slot: &slot,
+                lost: &lost,
+                device: &device,
+                capabilities: &capabilities,
+            };
+            watch(&handling, &watched, &stop)
         });
     });
     match spawned {
@@ -65,28 +73,29 @@ pub(crate) fn start(handling: &CrashHandling, session: &Arc<DeviceSession>) {
     }
 }
 
+/// What the watch holds of its device: no handle of the session while it waits on the driver (the
+/// session is taken only to resolve a fault), so the session ends where the application ends it.
+struct Watched<'a> {
+    session: &'a Weak<DeviceSession>,
+    slot: &'a DrainSlot,
+    lost: &'a LostFlag,
+    device: &'a wgpu::Device,
+    capabilities: &'a GpuCrashCapabilities,
+}
+
 /// The thread's body (see the module documentation).
-fn watch(
-    handling: &CrashHandling,
-    session: &Weak<DeviceSession>,
-    device: &wgpu::Device,
-    capabilities: &GpuCrashCapabilities,
-    stop: &StopFlag,
-) {
+fn watch(handling: &CrashHandling, watched: &Watched<'_>, stop: &StopFlag) {
     let mut limiter = RateLimiter::default();
     let mut warned = false;
     while !stop.is_set() {
-        let Some(live) = session.upgrade() else {
-            break;
-        };
         let asked = Instant::now();
         let (non_fatal, lost, errors, ring_at) = {
-            let mut for_crash = live.drain_lock();
-            if live.is_lost() {
+            let mut for_crash = watched.slot.lock_for_watch();
+            if watched.lost.is_set() {
                 break; // never on a lost device: its loss report reads the driver's reports
             }
             let (reports, errors) =
-                crate::vulkan::wait_for_fault_reports(device, capabilities, POLL);
+                crate::vulkan::wait_for_fault_reports(watched.device, watched.capabilities, POLL);
             let ring_at = handling.indexer.ring().claimed();
             let (non_fatal, crash): (Vec<_>, Vec<_>) =
                 reports.into_iter().partition(KhrFaultReport::is_non_fatal);
@@ -116,9 +125,11 @@ fn watch(
             );
         }
         if !non_fatal.is_empty() {
+            let Some(live) = watched.session.upgrade() else {
+                break; // the session ended: the device is going
+            };
             resolve_into(handling, &live, &non_fatal, ring_at, &mut limiter);
         }
-        drop(live);
         for pending in limiter.due(Instant::now()) {
             send(handling, pending);
         }
