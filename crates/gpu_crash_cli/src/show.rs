@@ -89,15 +89,23 @@ pub fn render(r: &CrashReport) -> String {
             "  drill     {drill} (injected by VK_LAYER_gpu_crash_drill)"
         );
     }
-    let _ = writeln!(
-        out,
-        "  device    generation {}, crash {} of this run{}",
-        r.device_generation,
-        r.crashes_this_run,
-        r.ms_since_previous_crash
-            .map(|ms| format!(", {ms} ms after the previous one"))
-            .unwrap_or_default()
-    );
+    if r.kind == CrashKind::NonFatalFault {
+        let _ = writeln!(
+            out,
+            "  device    generation {} (not a crash: the device lived on)",
+            r.device_generation
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  device    generation {}, crash {} of this run{}",
+            r.device_generation,
+            r.crashes_this_run,
+            r.ms_since_previous_crash
+                .map(|ms| format!(", {ms} ms after the previous one"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(out, "  report    {} (schema {})", r.id, r.schema_version);
 
     for (i, fault) in r.faults.iter().enumerate() {

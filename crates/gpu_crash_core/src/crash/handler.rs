@@ -358,6 +358,8 @@ impl CrashHandling {
         // The pass the GPU runs now is not the one that faulted (the driver recovered earlier):
         // no stage in its fingerprint.
         report.gpu_stage = None;
+        // Not a crash.
+        report.crashes_this_run = 0;
         (report, vendor_binary)
     }
 
