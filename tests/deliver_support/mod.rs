@@ -50,6 +50,7 @@ pub fn h200() -> GpuCrashCapabilities {
         device_fault_khr: false,
         device_fault_vendor_binary: false,
         shader_abort_khr: false,
+        device_fault_report_masked: false,
         buffer_marker: true,
         gpu_progress: true,
         breadcrumbs: Some(bevy_gpu_crash_reporter::BreadcrumbWriter::AmdBufferMarker),
@@ -197,6 +198,7 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
         ms_since_previous_crash: None,
         suppressed_duplicates: 0,
         follows_hang: None,
+        non_fatal: None,
     }
 }
 

@@ -243,10 +243,19 @@ fn kind(report: &CrashReport) -> &'static str {
     match report.kind {
         CrashKind::DeviceLost => "device_lost",
         CrashKind::GpuHang => "gpu_hang",
+        CrashKind::NonFatalFault => "non_fatal",
     }
 }
 
 fn verdict(report: &CrashReport) -> String {
+    let verdict = verdict_only(report);
+    match &report.non_fatal {
+        Some(n) if n.count > 1 => format!("{verdict} x{}", n.count),
+        _ => verdict,
+    }
+}
+
+fn verdict_only(report: &CrashReport) -> String {
     match report.faults.first() {
         Some(f) => f.verdict.as_str().to_owned(),
         None if report.kind == CrashKind::GpuHang => match &report.gpu_stage {

@@ -50,10 +50,27 @@ pub fn render(r: &CrashReport) -> String {
     let kind = match r.kind {
         CrashKind::DeviceLost => "device lost (VK_ERROR_DEVICE_LOST)",
         CrashKind::GpuHang => "GPU hang",
+        CrashKind::NonFatalFault => {
+            "non-fatal: a GPU fault the driver recovered from (the game went on; the same bug may \
+             lose the device elsewhere)"
+        }
     };
     let _ = writeln!(out, "{}", r.summary);
     let _ = writeln!(out);
     let _ = writeln!(out, "  what      {kind}");
+    if let Some(non_fatal) = &r.non_fatal {
+        let _ = writeln!(
+            out,
+            "  counted   {} masked fault(s) over {} ms{}",
+            non_fatal.count,
+            non_fatal.span_ms,
+            if non_fatal.flags.is_empty() {
+                String::new()
+            } else {
+                format!(" (flags {})", non_fatal.flags.join(" | "))
+            }
+        );
+    }
     if let Some(fault) = r.faults.first() {
         let _ = writeln!(out, "  verdict   {}", fault.verdict.as_str());
     }
@@ -87,15 +104,23 @@ pub fn render(r: &CrashReport) -> String {
             "  drill     {drill} (injected by VK_LAYER_gpu_crash_drill)"
         );
     }
-    let _ = writeln!(
-        out,
-        "  device    generation {}, crash {} of this run{}",
-        r.device_generation,
-        r.crashes_this_run,
-        r.ms_since_previous_crash
-            .map(|ms| format!(", {ms} ms after the previous one"))
-            .unwrap_or_default()
-    );
+    if r.kind == CrashKind::NonFatalFault {
+        let _ = writeln!(
+            out,
+            "  device    generation {} (not a crash: the device lived on)",
+            r.device_generation
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  device    generation {}, crash {} of this run{}",
+            r.device_generation,
+            r.crashes_this_run,
+            r.ms_since_previous_crash
+                .map(|ms| format!(", {ms} ms after the previous one"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(out, "  report    {} (schema {})", r.id, r.schema_version);
 
     for (i, fault) in r.faults.iter().enumerate() {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::assets::{AssetUsers, SharedAssetMap, Stamp};
 use crate::crash::{
-    panic_hook, BreadcrumbRecorder, CrashHandling, CrashSettings, DeviceSessions, Watchdog,
-    WrittenReports,
+    panic_hook, start_fault_watch, BreadcrumbRecorder, CrashHandling, CrashSettings,
+    DeviceSessions, Watchdog, WrittenReports,
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
 use crate::deliver::{Outbox, ReleaseHealth, SessionTracking};
@@ -213,6 +213,8 @@ impl CrashReporter {
             );
         }
         self.start_watchdog();
+        // Where the driver reports faults it recovered from: a thread of this device reads them.
+        start_fault_watch(&self.crash, &session);
         Some(AttachedDevice {
             generation,
             capabilities,

@@ -34,7 +34,14 @@ pub(crate) enum Scenario {
     /// the GPU waits on a layer event that is never set: it hangs inside that labelled region.
     /// `<label>#<n>` picks the n-th such label after the threshold (e.g. the second camera's pass).
     HangInPass(String),
+    /// `VK_KHR_device_fault` only: once the live object named `label` is bound (after the
+    /// threshold), `count` masked, non-fatal fault reports (a read inside it, `DEVICE_LOST` clear)
+    /// are queued for `vkGetDeviceFaultReportsKHR` at once, and the device keeps working.
+    Masked { label: String, count: u32 },
 }
+
+/// Most reports one `masked:<label>x<N>` queues (a storm test needs about a thousand).
+pub(crate) const MAX_MASKED_COUNT: u32 = 100_000;
 
 impl Scenario {
     /// The label the scenario is restricted to, if any.
@@ -43,6 +50,7 @@ impl Scenario {
             Scenario::UseAfterFree { label: l, .. }
             | Scenario::OutOfBounds(l)
             | Scenario::InBounds { label: l, .. } => l.as_deref(),
+            Scenario::Masked { label, .. } => Some(label),
             Scenario::Hang | Scenario::Stall(_) | Scenario::HangInPass(_) => None,
         }
     }
@@ -52,6 +60,8 @@ impl Scenario {
         match self {
             Scenario::Stall(ms) => format!("stall:{ms}"),
             Scenario::HangInPass(label) => format!("hang-in-pass:{label}"),
+            Scenario::Masked { label, count: 1 } => format!("masked:{label}"),
+            Scenario::Masked { label, count } => format!("masked:{label}x{count}"),
             Scenario::InBounds {
                 label: Some(label),
                 offset: Some(offset),
@@ -91,6 +101,7 @@ impl Scenario {
             Scenario::Hang => "hang",
             Scenario::Stall(_) => "stall",
             Scenario::HangInPass(_) => "hang-in-pass",
+            Scenario::Masked { .. } => "masked",
         }
     }
 
@@ -103,6 +114,7 @@ impl Scenario {
             Scenario::Hang => 4,
             Scenario::HangInPass(_) => 5,
             Scenario::Stall(_) => 6,
+            Scenario::Masked { .. } => 8,
         }
     }
 }
@@ -116,6 +128,24 @@ pub(crate) fn hang_in_pass_target(arg: &str) -> (&str, u32) {
             _ => (arg, 1),
         },
         _ => (arg, 1),
+    }
+}
+
+/// `masked:<label>[x<N>]`: the label and how many reports (1 without `x<N>`). Debug names may
+/// contain `x`, so only a last `x` followed by digits (and preceded by a non-empty label) separates;
+/// otherwise it all is the label (`masked:box2` is one report on "box2"; write `masked:box2x1` for
+/// a label that itself ends in `x<digits>`). `None` for a count of 0 or over [`MAX_MASKED_COUNT`].
+pub(crate) fn masked_target(arg: &str) -> Option<(&str, u32)> {
+    match arg.rsplit_once('x') {
+        Some((label, n))
+            if !label.is_empty() && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) =>
+        {
+            match n.parse::<u32>() {
+                Ok(count) if (1..=MAX_MASKED_COUNT).contains(&count) => Some((label, count)),
+                _ => None,
+            }
+        }
+        _ => Some((arg, 1)),
     }
 }
 
@@ -365,6 +395,26 @@ impl Config {
                         None
                     }
                 },
+                "masked" => match label.as_deref().map(masked_target) {
+                    Some(Some((label, count))) => Some(Scenario::Masked {
+                        label: label.to_string(),
+                        count,
+                    }),
+                    Some(None) => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `masked` takes 1 to {MAX_MASKED_COUNT} reports \
+                             (masked:<label>[x<N>]); no fault will be injected"
+                        ));
+                        None
+                    }
+                    None => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `masked` needs the debug name of a live object \
+                             (masked:<label>[x<N>]); no fault will be injected"
+                        ));
+                        None
+                    }
+                },
                 "stall" => match label.as_deref().map(|ms| ms.trim().parse::<u64>()) {
                     Some(Ok(ms)) => Some(Scenario::Stall(ms)),
                     _ => {
@@ -378,8 +428,8 @@ impl Config {
                 _ => {
                     log(&format!(
                         "GPU_CRASH_DRILL={s}: unknown scenario (expected \
-                         use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]], hang, stall:<ms> or \
-                         hang-in-pass:<label>); no fault will be injected"
+                         use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]], hang, stall:<ms>, \
+                         hang-in-pass:<label> or masked:<label>[x<N>]); no fault will be injected"
                     ));
                     None
                 }
@@ -395,6 +445,17 @@ impl Config {
                 ));
                 FaultApi::Ext
             }
+        };
+        // Masked reports exist only in `VK_KHR_device_fault` (`VK_EXT_device_fault` reports a loss).
+        let scenario = match scenario {
+            Some(Scenario::Masked { .. }) if api != FaultApi::Khr => {
+                log(
+                    "GPU_CRASH_DRILL=masked needs GPU_CRASH_DRILL_API=khr (masked, non-fatal reports \
+                     are VK_KHR_device_fault's); no fault will be injected",
+                );
+                None
+            }
+            s => s,
         };
         let after = match after.map(|a| a.trim().parse::<u64>()) {
             None => DEFAULT_AFTER,
@@ -850,6 +911,59 @@ mod tests {
                 "{content:?}"
             );
         }
+    }
+
+    #[test]
+    fn masked_takes_a_label_and_an_optional_count_and_needs_khr() {
+        let masked = |s: &str| {
+            let (c, lines) = parse(Some(s), Some("khr"), None, None);
+            (c.scenario, lines.len())
+        };
+        let m = |label: &str, count| {
+            (
+                Some(Scenario::Masked {
+                    label: label.into(),
+                    count,
+                }),
+                0,
+            )
+        };
+        assert_eq!(masked("masked:test_vertex_pool"), m("test_vertex_pool", 1));
+        assert_eq!(
+            masked("masked:test_vertex_pool x1000"),
+            m("test_vertex_pool ", 1000)
+        );
+        assert_eq!(masked("masked:poolx1000"), m("pool", 1000));
+        assert_eq!(masked("MASKED:a:bx3"), m("a:b", 3));
+        // Only a last `x` followed by digits separates; otherwise it all is the label.
+        assert_eq!(masked("masked:box"), m("box", 1));
+        assert_eq!(masked("masked:xenon"), m("xenon", 1));
+        assert_eq!(masked("masked:x5"), m("x5", 1));
+        assert_eq!(masked("masked:box2x1"), m("box2", 1));
+        assert_eq!(masked("masked:a x-1"), m("a x-1", 1));
+        // A count of 0 or over the limit, or no label: no fault, one line.
+        for bad in [
+            "masked:px0",
+            "masked:px100001",
+            "masked:px99999999999",
+            "masked",
+            "masked:",
+        ] {
+            let (scenario, lines) = masked(bad);
+            assert_eq!((scenario, lines), (None, 1), "{bad}");
+        }
+        let display = |s: &str| masked(s).0.unwrap().display();
+        assert_eq!(display("masked:poolx1"), "masked:pool");
+        assert_eq!(display("masked:poolx1000"), "masked:poolx1000");
+        // The EXT API has no masked reports.
+        let (c, lines) = parse(Some("masked:pool"), Some("ext"), None, None);
+        assert_eq!(c.scenario, None);
+        assert!(
+            lines.len() == 1 && lines[0].contains("GPU_CRASH_DRILL_API=khr"),
+            "{lines:?}"
+        );
+        let (c, lines) = parse(Some("masked:pool"), None, None, None);
+        assert_eq!((c.scenario, lines.len()), (None, 1));
     }
 
     #[test]

@@ -341,6 +341,18 @@ pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
             st.fault.note_hang(queue);
             return SubmitAction::Swallow;
         }
+        Scenario::Masked { label, count } => {
+            if st.fault.masked_done {
+                return SubmitAction::CallDown;
+            }
+            let target = st.tracker.live_target(Some(label), false);
+            if let Some(target) = &target {
+                inject_masked(dev, &mut st, &scenario, target, *count, before + 1);
+                // The driver recovered: the submission runs as usual.
+                return SubmitAction::CallDown;
+            }
+            target
+        }
         Scenario::UseAfterFree { label, offset } => {
             let st = &mut *st;
             freed_target(&st.tracker, &mut st.fault, label.as_deref(), *offset)
@@ -399,6 +411,68 @@ pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
     st.fault.record = Some(record);
     st.fault.lost = true;
     SubmitAction::Lost
+}
+
+/// `masked:<label>x<N>`: queues `count` masked, non-fatal reports of a read inside `target` for
+/// `vkGetDeviceFaultReportsKHR` (when the application enabled `deviceFaultReportMasked`; without it
+/// a driver reports no masked fault, and neither does the drill). Once per device; the device lives on.
+fn inject_masked(
+    dev: &DeviceData,
+    st: &mut DeviceState,
+    scenario: &Scenario,
+    target: &Target,
+    count: u32,
+    submission: u64,
+) {
+    st.fault.masked_done = true;
+    let precision = dev.instance.config.precision;
+    let record = masked_fault(scenario, target, precision);
+    if !dev.extensions.report_masked_enabled {
+        log_line(&format!(
+            "masked: the application did not enable deviceFaultReportMasked: {count} masked \
+             fault(s) at submission {submission} ({}) are not reported",
+            record.description
+        ));
+        return;
+    }
+    let report = record.khr_report();
+    st.fault
+        .khr_pending
+        .extend(std::iter::repeat_n(report, count as usize));
+    log_line(&format!(
+        "injected masked: {count} masked, non-fatal fault report(s) at submission {submission}: \
+         {}; the device keeps working",
+        record.description
+    ));
+}
+
+/// The record of a masked (non-fatal) read fault inside the live `target`: its middle, 4-byte
+/// aligned; `DEVICE_LOST` clear.
+fn masked_fault(scenario: &Scenario, target: &Target, precision: u64) -> FaultRecord {
+    let r = target.range;
+    let address = r.base + ((r.size / 2) & !3);
+    FaultRecord {
+        scenario: scenario.clone(),
+        description: format!(
+            "crash drill: masked read fault inside {} [0x{:x}, 0x{:x}) at 0x{address:x}, \
+             recovered by the driver",
+            target.describe(),
+            r.base,
+            r.base.saturating_add(r.size)
+        ),
+        address: Some(FaultAddress {
+            address_type: vk::DeviceFaultAddressTypeEXT::READ_INVALID,
+            reported_address: address,
+            precision,
+        }),
+        vendor: vec![VendorEntry {
+            description: "gpu_crash_drill injected masked fault (recovered)".into(),
+            code: scenario.vendor_code(),
+            data: address,
+        }],
+        abort_message: String::new(),
+        device_lost: false,
+    }
 }
 
 /// Longest first line of an aim file that is read (a label and an offset are far shorter).
@@ -1157,6 +1231,25 @@ mod tests {
             "{}",
             blamed.description
         );
+    }
+
+    #[test]
+    fn a_masked_fault_is_a_read_inside_the_object_without_device_lost() {
+        use vulkan_fault_ffi::DeviceFaultFlagsKHR as F;
+        let t = target(0x1_0003_0000, 0x1000);
+        let scenario = Scenario::Masked {
+            label: "particles".into(),
+            count: 3,
+        };
+        let report = masked_fault(&scenario, &t, 4).khr_report();
+        assert_eq!(report.flags, F::VENDOR | F::MEMORY_ADDRESS);
+        let a = report.fault_address_info;
+        assert_eq!(a.address_type, vk::DeviceFaultAddressTypeEXT::READ_INVALID);
+        assert_eq!(
+            (a.reported_address, a.address_precision),
+            (0x1_0003_0800, 4)
+        );
+        assert_eq!(report.vendor_info.vendor_fault_code, 8);
     }
 
     #[test]

@@ -348,6 +348,63 @@ impl CrashHandling {
         (report, vendor_binary)
     }
 
+    /// A report of masked, non-fatal faults (see [`super::fault_watch`]): `raw` resolved like a
+    /// crash's fault, as of ring position `ring_at` (binding events after it came after the drain).
+    pub(crate) fn build_non_fatal(
+        &self,
+        session: &DeviceSession,
+        raw: RawFaultInfo,
+        ring_at: u64,
+    ) -> (CrashReport, Option<Vec<u8>>) {
+        let (mut report, vendor_binary) = self.build(
+            session,
+            CrashKind::NonFatalFault,
+            raw,
+            |_: &AddressIndex| Some(ring_at),
+            None,
+            None,
+        );
+        // The pass the GPU runs now is not the one that faulted (the driver recovered earlier):
+        // no stage in its fingerprint.
+        report.gpu_stage = None;
+        // Not a crash.
+        report.crashes_this_run = 0;
+        (report, vendor_binary)
+    }
+
+    /// Writes a non-fatal fault report and queues its (warning-level) event, then sends it within
+    /// the upload timeout. Not a crash: the crash-loop limit and the closing lines leave it out
+    /// (the fault watch rate-limits these per fingerprint).
+    pub(crate) fn deliver_non_fatal(&self, report: &mut CrashReport, vendor_binary: Option<&[u8]>) {
+        match write_report(&self.settings.report_dir, report, vendor_binary) {
+            Ok(path) => {
+                warn!(
+                    "GPU fault the driver recovered from (non-fatal, the game goes on): {}; report \
+                     written to {}",
+                    report.summary,
+                    path.display()
+                );
+                eprintln!(
+                    "GPU fault the driver recovered from (non-fatal): {}\n  report: {}",
+                    report.summary,
+                    path.display()
+                );
+            }
+            Err(err) => {
+                warn!(
+                    "GPU crash reporter: non-fatal fault report could not be written to {}: {err}",
+                    self.settings.report_dir.display()
+                );
+                report.notes.push(format!(
+                    "not saved on the player's machine: {} could not be written: {err}",
+                    self.settings.report_dir.display()
+                ));
+            }
+        }
+        let delivery = self.queue(report, vendor_binary);
+        self.send(delivery, &report.id);
+    }
+
     /// Counts the crash (unless `count` is off: a loss joining its hang report), writes the report
     /// and queues its envelope, or holds it back under the crash-loop limit. What is left to send
     /// is returned.
@@ -580,8 +637,13 @@ fn stalled_frame_cut(session: &DeviceSession, stall: Stall) -> Option<u64> {
         .and_then(|f| f.ring_after)
 }
 
+/// Longest a crash path's fault query waits for the non-fatal fault watch's drain in progress: the
+/// watch's own wait on the driver, and some.
+const DRAIN_WAIT: Duration = Duration::from_millis(500);
+
 /// [`crate::vulkan::query_device_fault`] on its own thread, for at most [`QUERY_TIMEOUT`] plus the
-/// KHR wait.
+/// KHR wait. Reports of this fault the non-fatal fault watch drained come first; the watch drains
+/// nothing while this query runs (it holds the session's drain lock, see [`DeviceSession`]).
 fn query_fault_bounded(
     session: &DeviceSession,
     khr_timeout: Duration,
@@ -589,12 +651,22 @@ fn query_fault_bounded(
 ) -> RawFaultInfo {
     let (device, caps): (wgpu::Device, GpuCrashCapabilities) =
         (session.device.clone(), session.capabilities.clone());
-    with_timeout(QUERY_TIMEOUT + khr_timeout, move || {
-        crate::vulkan::query_device_fault(&device, &caps, khr_timeout, device_lost)
-    })
-    .unwrap_or_else(|| RawFaultInfo {
-        errors: vec![FaultQueryError::TimedOut(QUERY_TIMEOUT + khr_timeout)],
-        ..Default::default()
+    let mut drain = session.drain_lock_for_crash(DRAIN_WAIT);
+    let earlier = drain.as_deref_mut().map(std::mem::take).unwrap_or_default();
+    let queried = with_timeout(QUERY_TIMEOUT + khr_timeout, {
+        let earlier = earlier.clone();
+        move || {
+            crate::vulkan::query_device_fault(&device, &caps, khr_timeout, device_lost, &earlier)
+        }
+    });
+    drop(drain);
+    queried.unwrap_or_else(|| {
+        let mut info = RawFaultInfo {
+            errors: vec![FaultQueryError::TimedOut(QUERY_TIMEOUT + khr_timeout)],
+            ..Default::default()
+        };
+        info.add_khr_reports(&earlier);
+        info
     })
 }
 

@@ -2,12 +2,14 @@
 //! renderer recovery does); each gets its own session, so nothing of an old device leaks into a new
 //! device's report.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::hang_then_loss::ReportedHang;
+use super::watch_thread::WatchThread;
 use crate::progress::GpuTimeline;
+use crate::vulkan::fault::KhrFaultReport;
 use crate::vulkan::{BindingMessenger, GpuCrashCapabilities};
 
 /// Everything the reporter knows about one device.
@@ -24,13 +26,81 @@ pub(crate) struct DeviceSession {
     /// The application's assets behind this device's buffers and images (fed by the application).
     pub assets: crate::assets::SharedAssetMap,
     /// Set (inside `fault`'s lock) when the device's loss reaches us; read without the lock every
-    /// watchdog tick and by the panic hook.
-    lost: AtomicBool,
+    /// watchdog tick, by the panic hook and by the fault watch (which holds its own handle).
+    lost: LostFlag,
     /// Where this device's fault reporting stands: the one place that decides whether a hang and a
     /// loss are one fault (see [`FaultPhase`]).
     fault: Mutex<FaultPhase>,
     /// Signalled whenever `fault` changes.
     fault_changed: Condvar,
+    /// `VK_KHR_device_fault` reports the non-fatal fault watch drained that belong to the crash
+    /// path (`DEVICE_LOST` or `WATCHDOG_TIMEOUT` set): the next loss or hang report reads them
+    /// first. The watch holds this lock while it drains, so a crash path's fault query that takes it
+    /// sees every report the watch drained before, and none is drained during its query.
+    /// Shared with the watch, which holds no handle of the session while it waits on the driver.
+    drained: Arc<DrainSlot>,
+    /// The non-fatal fault watch of this device, if one runs; stopped before the device goes.
+    fault_watch: Mutex<Option<WatchThread>>,
+}
+
+/// Whether a device is lost, as the session marks it in `begin_loss`.
+#[derive(Clone, Default)]
+pub(crate) struct LostFlag(Arc<AtomicBool>);
+
+impl LostFlag {
+    pub(crate) fn is_set(&self) -> bool {
+        // Acquire: pairs with the Release in `DeviceSession::begin_loss`.
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// `VK_KHR_device_fault` reports the non-fatal fault watch drained that belong to the crash path
+/// (`DEVICE_LOST` or `WATCHDOG_TIMEOUT` set): the next loss or hang report reads them first. The
+/// watch holds this lock while it drains, so a crash path's fault query that takes it sees every
+/// report the watch drained before, and none is drained during its query.
+#[derive(Default)]
+pub(crate) struct DrainSlot {
+    reports: Mutex<Vec<KhrFaultReport>>,
+    /// Crash paths waiting for the lock: the watch does not take it again meanwhile (the lock is
+    /// not fair, and the watch takes it back at once after each wait).
+    crash_wants: AtomicUsize,
+}
+
+impl DrainSlot {
+    /// The lock, for the watch's drain: first lets a crash path that waits for it go first.
+    pub(crate) fn lock_for_watch(&self) -> MutexGuard<'_, Vec<KhrFaultReport>> {
+        // Relaxed: a hint of who goes first; the mutex orders the reports themselves. A stale 0
+        // costs the crash path one more wait of the watch (it polls for its whole bound).
+        while self.crash_wants.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.reports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lock, for a crash path's fault query: waits at most `wait` for a drain in progress (a
+    /// driver stuck in the watch's query must not hold a crash report back); `None` after that.
+    pub(crate) fn lock_for_crash(
+        &self,
+        wait: Duration,
+    ) -> Option<MutexGuard<'_, Vec<KhrFaultReport>>> {
+        let until = Instant::now().checked_add(wait);
+        // Relaxed: see `lock_for_watch`.
+        self.crash_wants.fetch_add(1, Ordering::Relaxed);
+        let guard = loop {
+            match self.reports.try_lock() {
+                Ok(guard) => break Some(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            if until.is_none_or(|u| Instant::now() >= u) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        // Held (or given up): the watch may block on the lock from here on.
+        self.crash_wants.fetch_sub(1, Ordering::Relaxed);
+        guard
+    }
 }
 
 /// Where one device's fault reporting stands. Every change happens under one lock, whichever of the
@@ -97,8 +167,9 @@ impl DeviceSession {
         if matches!(*phase, FaultPhase::Lost { .. }) {
             return LossStart::AlreadyReported;
         }
-        // Release: the watchdog and the panic hook (Acquire in `is_lost`) stop at once.
-        self.lost.store(true, Ordering::Release);
+        // Release: the watchdog, the panic hook and the fault watch (Acquire in `LostFlag::is_set`)
+        // stop at once.
+        self.lost.0.store(true, Ordering::Release);
         let until = Instant::now().checked_add(hang_wait);
         while matches!(*phase, FaultPhase::HangReporting) {
             let left = until.map_or(hang_wait, |u| u.saturating_duration_since(Instant::now()));
@@ -168,9 +239,37 @@ impl DeviceSession {
         }
     }
 
+    /// What the fault watch shares with the session: the drained reports' slot and the lost flag.
+    pub(crate) fn watch_handles(&self) -> (Arc<DrainSlot>, LostFlag) {
+        (self.drained.clone(), self.lost.clone())
+    }
+
+    /// The drained reports' lock for a crash path's fault query (see [`DrainSlot::lock_for_crash`]).
+    pub(crate) fn drain_lock_for_crash(
+        &self,
+        wait: Duration,
+    ) -> Option<MutexGuard<'_, Vec<KhrFaultReport>>> {
+        self.drained.lock_for_crash(wait)
+    }
+
+    /// Keeps `watch` (the device's non-fatal fault watch) until the session ends.
+    pub(crate) fn keep_fault_watch(&self, watch: WatchThread) {
+        *self.fault_watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(watch);
+    }
+
+    /// Stops the non-fatal fault watch (bounded: see [`WatchThread`]): the device is lost, or
+    /// going.
+    pub(crate) fn stop_fault_watch(&self) {
+        let watch = self
+            .fault_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(watch);
+    }
+
     pub(crate) fn is_lost(&self) -> bool {
-        // Acquire: pairs with the Release in `begin_loss`.
-        self.lost.load(Ordering::Acquire)
+        self.lost.is_set()
     }
 }
 
@@ -183,6 +282,8 @@ impl Drop for DeviceSession {
     /// any more) before the marker memory is freed: it goes with this session, while the device still
     /// lives (the marker buffer holds a device handle of its own).
     fn drop(&mut self) {
+        // First: the watch calls into the driver on this device.
+        self.stop_fault_watch();
         let Some(timeline) = &self.timeline else {
             return;
         };
@@ -255,9 +356,11 @@ impl DeviceSessions {
             capabilities,
             timeline,
             assets,
-            lost: AtomicBool::new(false),
+            lost: LostFlag::default(),
             fault: Mutex::new(FaultPhase::Healthy),
             fault_changed: Condvar::new(),
+            drained: Arc::default(),
+            fault_watch: Mutex::default(),
         });
         let previous = self.lock().current.replace(session.clone());
         // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::exception::exception_type;
 use crate::capture::BindingKind;
-use crate::report::{BindingEventEntry, BreadcrumbState, CrashReport, FrameTiming};
+use crate::report::{BindingEventEntry, BreadcrumbState, CrashKind, CrashReport, FrameTiming};
 
 /// Category of the binding-event breadcrumbs.
 pub const BINDING_CATEGORY: &str = "gpu.binding";
@@ -121,7 +121,11 @@ pub(crate) fn breadcrumbs(
             timestamp: crash_time,
             ty: "error".into(),
             category: Some("gpu.crash".into()),
-            level: Level::Fatal,
+            level: if report.kind == CrashKind::NonFatalFault {
+                Level::Warning
+            } else {
+                Level::Fatal
+            },
             message: Some(format!(
                 "{} at frame {}: {}",
                 exception_type(report.kind),

@@ -1,8 +1,12 @@
 //! The Sentry event built from a [`CrashReport`]: what a developer sees on the dashboard.
 //!
 //! - exception `VK_ERROR_DEVICE_LOST` or `GPU_HANG` with the report's one-line summary as value;
+//!   a fault the driver recovered from is `GPU_FAULT_RECOVERED` at level `warning`, with the count
+//!   of masked faults it stands for;
 //! - a fingerprint from kind, verdict and culprit label only (never addresses or handles), so one bug
 //!   seen by many players is one issue;
+//! - a report with a `VK_KHR_shader_abort` message is its own issue: exception `SHADER_ABORT` whose
+//!   value (the title) is the shader's message, fingerprint from the message and the GPU stage;
 //! - a real `gpu` context, a `gpu_fault` context with the first fault, tags, breadcrumbs from the
 //!   binding events, and the full fault list in `extra`;
 //! - always under [`DeliverySettings::max_event_bytes`]: lists are trimmed, with a note in
@@ -21,7 +25,7 @@ use serde_json::{json, Value};
 
 use super::event_breadcrumbs::{breadcrumbs, PASS_CATEGORY};
 use super::event_size::{cut_strings, truncate_chars, truncated, Budget};
-use super::exception::exception_type;
+use super::exception::{exception_type, SHADER_ABORT_TYPE};
 use super::privacy::redacted_report;
 use super::settings::DeliverySettings;
 use crate::report::{CrashKind, CrashReport, Culprit, FaultEntry, GpuAsset};
@@ -34,7 +38,24 @@ pub fn kind_name(kind: CrashKind) -> &'static str {
     match kind {
         CrashKind::DeviceLost => "device_lost",
         CrashKind::GpuHang => "gpu_hang",
+        CrashKind::NonFatalFault => "non_fatal_fault",
     }
+}
+
+/// Longest part of a shader abort message kept in the fingerprint (the whole one is in the event).
+const MAX_ABORT_FINGERPRINT: usize = 200;
+
+/// The shader's own abort message (`VK_KHR_shader_abort`) that titles the event and names its
+/// issue: trimmed, `None` when empty. Not for `non_fatal_fault` (the shader did not abort the device).
+pub fn shader_abort(report: &CrashReport) -> Option<&str> {
+    if report.kind == CrashKind::NonFatalFault {
+        return None;
+    }
+    report
+        .shader_abort_message
+        .as_deref()
+        .map(|m| m.trim_matches(|c: char| c.is_whitespace() || c == '\0'))
+        .filter(|m| !m.is_empty())
 }
 
 /// The object the report blames: the first fault's culprit, or for a hang without fault address the
@@ -55,7 +76,20 @@ pub fn blamed(report: &CrashReport) -> Option<&Culprit> {
 /// has a name (`buffer "particles"`); an
 /// unnamed one is `"<TYPE> (unnamed)"`, because its label contains a handle that differs per run.
 /// Without a fault address the verdict is `"no_fault_address"`; without a culprit it is `"unknown"`.
+///
+/// A shader abort (`VK_KHR_shader_abort`) is its own issue, whatever the fault it lost the device
+/// with: `["gpu-crash", "shader_abort", <message>]` plus the GPU stage when known (the shader's
+/// assert text names the bug better than the address does).
 pub fn fingerprint(report: &CrashReport) -> Vec<String> {
+    if let Some(message) = shader_abort(report) {
+        let mut parts = vec![
+            "gpu-crash".to_owned(),
+            "shader_abort".to_owned(),
+            truncate_chars(message, MAX_ABORT_FINGERPRINT),
+        ];
+        parts.extend(report.gpu_stage.clone());
+        return parts;
+    }
     let verdict = report
         .faults
         .first()
@@ -137,7 +171,11 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
         ));
         Uuid::new_v4()
     });
-    event.level = Level::Fatal;
+    event.level = match report.kind {
+        // The game went on: an early warning, not a crash.
+        CrashKind::NonFatalFault => Level::Warning,
+        CrashKind::DeviceLost | CrashKind::GpuHang => Level::Fatal,
+    };
     event.platform = Cow::Borrowed("native");
     event.logger = Some(env!("CARGO_PKG_NAME").to_owned());
     event.timestamp = crash_time;
@@ -157,14 +195,20 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
         integrations: vec!["vulkan-device-fault".to_owned()],
         packages: Vec::new(),
     }));
+    // A shader's abort message is the title of its own issue; the loss stays in `extra`.
+    let abort = shader_abort(report).filter(|_| report.follows_hang.is_none());
+    let (ty, value) = match abort {
+        Some(message) => (SHADER_ABORT_TYPE, message.to_owned()),
+        None => (exception_type(report.kind), report.summary.clone()),
+    };
     event.exception = Values {
         values: vec![Exception {
-            ty: exception_type(report.kind).to_owned(),
-            value: Some(report.summary.clone()),
+            ty: ty.to_owned(),
+            value: Some(value),
             mechanism: Some(Mechanism {
                 ty: "gpu_crash_reporter".to_owned(),
                 description: report.description.clone(),
-                handled: Some(false),
+                handled: Some(report.kind == CrashKind::NonFatalFault),
                 ..Default::default()
             }),
             ..Default::default()
@@ -275,6 +319,12 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     if let Some(drill) = &report.drill {
         tag("drill", drill.clone());
     }
+    if let Some(message) = shader_abort(report) {
+        tag("gpu.shader_abort", message.to_owned());
+    }
+    if let Some(non_fatal) = &report.non_fatal {
+        tag("gpu.non_fatal_count", non_fatal.count.to_string());
+    }
     event.tags = tags;
 
     // breadcrumbs
@@ -359,6 +409,13 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     }
     if let Some(m) = &report.shader_abort_message {
         extra.insert("shader_abort_message".to_owned(), json!(m));
+    }
+    if abort.is_some() {
+        extra.insert("crash_summary".to_owned(), json!(report.summary));
+    }
+    if let Some(non_fatal) = &report.non_fatal {
+        extra.insert("non_fatal".to_owned(), to_value(non_fatal));
+        extra.insert("non_fatal_count".to_owned(), json!(non_fatal.count));
     }
     if let Some(h) = &report.hang {
         let mut h = h.clone();
@@ -495,6 +552,9 @@ fn gpu_fault_context(report: &CrashReport) -> Map<String, Value> {
     }
     if let Some(m) = &report.shader_abort_message {
         ctx.insert("shader_abort_message".into(), json!(m));
+    }
+    if let Some(non_fatal) = &report.non_fatal {
+        ctx.insert("non_fatal_count".into(), json!(non_fatal.count));
     }
     ctx
 }

@@ -230,6 +230,7 @@ pub(crate) fn build_report(
         ms_since_previous_crash: None,
         suppressed_duplicates: 0,
         follows_hang: None,
+        non_fatal: None,
     };
     (report, raw.vendor_binary)
 }

@@ -298,6 +298,7 @@ mod tests {
             ms_since_previous_crash: None,
             suppressed_duplicates: 0,
             follows_hang: None,
+            non_fatal: None,
         }
     }
 

@@ -13,7 +13,10 @@ use crate::vulkan::GpuCrashCapabilities;
 /// Bumped on any incompatible change of [`CrashReport`].
 /// 3: culprits name their Bevy asset (`asset`), and a fault in freed mesh bytes of a live slab is
 /// `use_after_free`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: `kind` may be `non_fatal_fault` (a fault the driver recovered from, reported by
+/// `VK_KHR_device_fault` with masked reports while the device lives on), with [`NonFatalInfo`] in
+/// `non_fatal`. Reports of version 3 read as before (`non_fatal` is absent: null).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// What happened to the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +26,21 @@ pub enum CrashKind {
     DeviceLost,
     /// Submitted GPU work stopped completing while the device was not reported lost.
     GpuHang,
+    /// A fault the driver recovered from (a masked `VK_KHR_device_fault` report, `DEVICE_LOST`
+    /// clear): the game went on. The same bug may lose the device on another player's GPU.
+    NonFatalFault,
+}
+
+/// What a `non_fatal_fault` report stands for: one or more masked faults with the same
+/// fingerprint, counted under the per-fingerprint rate limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NonFatalInfo {
+    /// Masked faults this report counts (the first one's addresses are the report's faults).
+    pub count: u64,
+    /// Milliseconds from the first to the last fault counted.
+    pub span_ms: u64,
+    /// `VkDeviceFaultFlagBitsKHR` names of the first fault's report, e.g. `MEMORY_ADDRESS`.
+    pub flags: Vec<String>,
 }
 
 /// The vendor's binary crash dump: kept raw in a sibling file, header parsed when valid.
@@ -130,6 +148,9 @@ pub struct CrashReport {
     /// reaches Sentry as a second event of the hang's issue.
     #[serde(default)]
     pub follows_hang: Option<HangFollowUp>,
+    /// For `non_fatal_fault`: how many masked faults the report counts (schema 4).
+    #[serde(default)]
+    pub non_fatal: Option<NonFatalInfo>,
 }
 
 /// How a device loss joins the GPU hang report of the same fault, sent before the loss came.

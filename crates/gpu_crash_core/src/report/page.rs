@@ -137,6 +137,7 @@ fn header(r: &CrashReport, title: &str, out: &mut String) {
     let kind = match r.kind {
         CrashKind::DeviceLost => "device lost",
         CrashKind::GpuHang => "GPU hang",
+        CrashKind::NonFatalFault => "fault the driver recovered from",
     };
     let app = &r.application;
     let game = if app.name.is_empty() {

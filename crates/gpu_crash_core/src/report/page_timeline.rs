@@ -101,7 +101,9 @@ fn frame_lanes(report: &CrashReport, frame: &FrameBreadcrumbs, out: &mut String)
             let (here_class, here_word) = match (stopped, report.kind) {
                 (false, _) => ("", String::new()),
                 (true, CrashKind::GpuHang) => (" here", "<b>▲ GPU hung here</b>".to_owned()),
-                (true, CrashKind::DeviceLost) => (" here", "<b>▲ GPU was here</b>".to_owned()),
+                (true, CrashKind::DeviceLost | CrashKind::NonFatalFault) => {
+                    (" here", "<b>▲ GPU was here</b>".to_owned())
+                }
             };
             let _ = write!(
                 out,

@@ -45,6 +45,10 @@ pub struct GpuCrashCapabilities {
     pub device_fault_vendor_binary: bool,
     /// `VK_KHR_shader_abort` with `shaderAbort` enabled.
     pub shader_abort_khr: bool,
+    /// `VK_KHR_device_fault`'s `deviceFaultReportMasked` enabled: faults the driver recovered from
+    /// are reported while the device lives (the non-fatal fault watch runs).
+    #[serde(default)]
+    pub device_fault_report_masked: bool,
     /// `VK_AMD_buffer_marker` enabled: breadcrumbs around each render stage.
     #[serde(default)]
     pub buffer_marker: bool,

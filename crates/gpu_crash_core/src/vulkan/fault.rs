@@ -316,33 +316,126 @@ pub unsafe fn query_ext(
     info
 }
 
-/// Drains `vkGetDeviceFaultReportsKHR` (waiting up to `timeout_ns`), then, after a loss, reads
-/// `vkGetDeviceFaultDebugInfoKHR` with the shader abort message chained.
+/// One `VkDeviceFaultInfoKHR`, owned (no `pNext`), as `vkGetDeviceFaultReportsKHR` returned it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KhrFaultReport {
+    /// `VkDeviceFaultFlagsKHR`.
+    pub flags: DeviceFaultFlagsKHR,
+    /// `description`.
+    pub description: String,
+    /// `faultAddressInfo`, when `MEMORY_ADDRESS` is set.
+    pub address: Option<FaultAddress>,
+    /// `instructionAddressInfo`, when `INSTRUCTION_ADDRESS` is set.
+    pub instruction: Option<FaultAddress>,
+    /// `vendorInfo`, when `VENDOR` is set.
+    pub vendor: Option<VendorInfo>,
+}
+
+impl KhrFaultReport {
+    fn from_ffi(report: &DeviceFaultInfoKHR) -> Self {
+        let flags = report.flags;
+        Self {
+            flags,
+            description: c_text(&report.description),
+            address: flags
+                .contains(DeviceFaultFlagsKHR::MEMORY_ADDRESS)
+                .then(|| FaultAddress {
+                    address: report.fault_address_info.reported_address,
+                    precision: report.fault_address_info.address_precision,
+                    access: access_of(report.fault_address_info.address_type),
+                }),
+            instruction: flags
+                .contains(DeviceFaultFlagsKHR::INSTRUCTION_ADDRESS)
+                .then_some(FaultAddress {
+                    address: report.instruction_address_info.reported_address,
+                    precision: report.instruction_address_info.address_precision,
+                    access: FaultAccess::Instruction,
+                }),
+            vendor: flags
+                .contains(DeviceFaultFlagsKHR::VENDOR)
+                .then(|| VendorInfo {
+                    description: c_text(&report.vendor_info.description),
+                    fault_code: report.vendor_info.vendor_fault_code,
+                    fault_data: report.vendor_info.vendor_fault_data,
+                }),
+        }
+    }
+
+    /// A masked fault the driver recovered from: neither `DEVICE_LOST` nor `WATCHDOG_TIMEOUT` (a
+    /// watchdog report belongs to the hang report, whatever its `DEVICE_LOST` bit says).
+    pub fn is_non_fatal(&self) -> bool {
+        !self.flags.contains(DeviceFaultFlagsKHR::DEVICE_LOST)
+            && !self.flags.contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT)
+    }
+
+    /// The names of the set `VkDeviceFaultFlagBitsKHR`, e.g. `["MEMORY_ADDRESS", "VENDOR"]`.
+    pub fn flag_names(&self) -> Vec<String> {
+        [
+            (DeviceFaultFlagsKHR::DEVICE_LOST, "DEVICE_LOST"),
+            (DeviceFaultFlagsKHR::MEMORY_ADDRESS, "MEMORY_ADDRESS"),
+            (
+                DeviceFaultFlagsKHR::INSTRUCTION_ADDRESS,
+                "INSTRUCTION_ADDRESS",
+            ),
+            (DeviceFaultFlagsKHR::VENDOR, "VENDOR"),
+            (DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT, "WATCHDOG_TIMEOUT"),
+            (DeviceFaultFlagsKHR::OVERFLOW, "OVERFLOW"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| self.flags.contains(*bit))
+        .map(|(_, name)| name.to_owned())
+        .collect()
+    }
+}
+
+impl RawFaultInfo {
+    /// What `reports` say, in order, added to this info (descriptions joined with `"; "`).
+    pub fn add_khr_reports(&mut self, reports: &[KhrFaultReport]) {
+        let mut descriptions: Vec<String> = self.description.take().into_iter().collect();
+        for report in reports {
+            if report.flags.contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT) {
+                self.watchdog_timeout = true;
+            }
+            if !report.description.is_empty() {
+                descriptions.push(report.description.clone());
+            }
+            self.addresses.extend(report.address);
+            self.addresses.extend(report.instruction);
+            self.vendor_infos.extend(report.vendor.clone());
+        }
+        if !descriptions.is_empty() {
+            self.description = Some(descriptions.join("; "));
+        }
+    }
+}
+
+/// Drains `vkGetDeviceFaultReportsKHR`, waiting up to `timeout_ns` for the first report: at most
+/// [`MAX_FAULT_ENTRIES`] reports, with what went wrong.
 ///
 /// # Safety
 /// `device` is a live device created from `instance` with `VK_KHR_device_fault` enabled.
-pub unsafe fn query_khr(
+pub unsafe fn drain_khr_reports(
     instance: &ash::Instance,
     device: vk::Device,
     timeout_ns: u64,
-    debug_info: bool,
-    shader_abort: bool,
-) -> RawFaultInfo {
+) -> (Vec<KhrFaultReport>, Vec<FaultQueryError>) {
     // SAFETY: forwarded contract.
     let fns = unsafe { KhrDeviceFaultFns::load(instance, device) };
-    let mut info = RawFaultInfo::default();
     let Some(get_reports) = fns.get_device_fault_reports else {
-        info.errors
-            .push(FaultQueryError::Missing("vkGetDeviceFaultReportsKHR"));
-        return info;
+        return (
+            Vec::new(),
+            vec![FaultQueryError::Missing("vkGetDeviceFaultReportsKHR")],
+        );
     };
+    let mut errors = Vec::new();
     let mut reports: Vec<DeviceFaultInfoKHR> = Vec::new();
     for _ in 0..MAX_QUERY_ATTEMPTS {
         let mut count = 0u32;
         // SAFETY: counting call with a null array.
         let result = unsafe { get_reports(device, timeout_ns, &mut count, std::ptr::null_mut()) };
         if !matches!(result, vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
-            info.errors.push(FaultQueryError::Driver {
+            // `VK_TIMEOUT` too: no report within the wait (a caller that polls drops it).
+            errors.push(FaultQueryError::Driver {
                 call: "vkGetDeviceFaultReportsKHR (count)",
                 result,
             });
@@ -353,7 +446,7 @@ pub unsafe fn query_khr(
         }
         let room = MAX_FAULT_ENTRIES.saturating_sub(reports.len() as u32);
         if count > room {
-            info.errors.push(FaultQueryError::TooMany {
+            errors.push(FaultQueryError::TooMany {
                 what: "fault reports",
                 reported: reports.len() as u32 + count,
             });
@@ -369,7 +462,7 @@ pub unsafe fn query_khr(
         reports.extend(batch);
         if result != vk::Result::INCOMPLETE {
             if result != vk::Result::SUCCESS {
-                info.errors.push(FaultQueryError::Driver {
+                errors.push(FaultQueryError::Driver {
                     call: "vkGetDeviceFaultReportsKHR",
                     result,
                 });
@@ -377,45 +470,37 @@ pub unsafe fn query_khr(
             break;
         }
     }
-    let mut descriptions = Vec::new();
-    for report in &reports {
-        let flags = report.flags;
-        if flags.contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT) {
-            info.watchdog_timeout = true;
-        }
-        let description = c_text(&report.description);
-        if !description.is_empty() {
-            descriptions.push(description);
-        }
-        if flags.contains(DeviceFaultFlagsKHR::MEMORY_ADDRESS) {
-            let a = report.fault_address_info;
-            info.addresses.push(FaultAddress {
-                address: a.reported_address,
-                precision: a.address_precision,
-                access: access_of(a.address_type),
-            });
-        }
-        if flags.contains(DeviceFaultFlagsKHR::INSTRUCTION_ADDRESS) {
-            let a = report.instruction_address_info;
-            info.addresses.push(FaultAddress {
-                address: a.reported_address,
-                precision: a.address_precision,
-                access: FaultAccess::Instruction,
-            });
-        }
-        if flags.contains(DeviceFaultFlagsKHR::VENDOR) {
-            let v = report.vendor_info;
-            info.vendor_infos.push(VendorInfo {
-                description: c_text(&v.description),
-                fault_code: v.vendor_fault_code,
-                fault_data: v.vendor_fault_data,
-            });
-        }
-    }
-    if !descriptions.is_empty() {
-        info.description = Some(descriptions.join("; "));
-    }
+    (
+        reports.iter().map(KhrFaultReport::from_ffi).collect(),
+        errors,
+    )
+}
+
+/// Drains `vkGetDeviceFaultReportsKHR` (waiting up to `timeout_ns`), then, after a loss, reads
+/// `vkGetDeviceFaultDebugInfoKHR` with the shader abort message chained. `earlier`: reports of this
+/// device drained before (by the non-fatal fault watch) that belong to this query; they come first.
+///
+/// # Safety
+/// `device` is a live device created from `instance` with `VK_KHR_device_fault` enabled.
+pub unsafe fn query_khr(
+    instance: &ash::Instance,
+    device: vk::Device,
+    timeout_ns: u64,
+    debug_info: bool,
+    shader_abort: bool,
+    earlier: &[KhrFaultReport],
+) -> RawFaultInfo {
+    let mut info = RawFaultInfo::default();
+    // Reports already drained are all there is: no need to wait for more.
+    let timeout_ns = if earlier.is_empty() { timeout_ns } else { 0 };
+    // SAFETY: forwarded contract.
+    let (reports, errors) = unsafe { drain_khr_reports(instance, device, timeout_ns) };
+    info.errors = errors;
+    info.add_khr_reports(earlier);
+    info.add_khr_reports(&reports);
     if debug_info {
+        // SAFETY: forwarded contract.
+        let fns = unsafe { KhrDeviceFaultFns::load(instance, device) };
         if let Some(get_debug) = fns.get_device_fault_debug_info {
             // SAFETY: forwarded contract; the function is the device's.
             unsafe { read_debug_info(get_debug, device, shader_abort, &mut info) };

@@ -32,6 +32,9 @@ pub struct FaultFeatures {
     pub device_fault_khr_vendor_binary: bool,
     /// `shaderAbort` (`VK_KHR_shader_abort`).
     pub shader_abort: bool,
+    /// `deviceFaultReportMasked` (`VK_KHR_device_fault`): faults the driver recovered from are
+    /// reported too (`DEVICE_LOST` clear), while the device lives on.
+    pub device_fault_khr_report_masked: bool,
 }
 
 /// Feature structures kept at a stable heap address until `vkCreateDevice` has read them.
@@ -100,13 +103,17 @@ impl FeatureChain {
             device_fault_khr: offered.device_fault_khr && chain.fault_khr.device_fault == vk::TRUE,
             device_fault_khr_vendor_binary: offered.device_fault_khr
                 && chain.fault_khr.device_fault_vendor_binary == vk::TRUE,
+            device_fault_khr_report_masked: offered.device_fault_khr
+                && chain.fault_khr.device_fault_report_masked == vk::TRUE,
             shader_abort: offered.shader_abort_khr && chain.shader_abort.shader_abort == vk::TRUE,
         }
     }
 
-    /// A chain that enables exactly `features`. `deviceFaultReportMasked` and
-    /// `deviceFaultDeviceLostOnMasked` stay off: they change how the device behaves, not only what it
-    /// reports.
+    /// A chain that enables exactly `features`. `deviceFaultReportMasked` only changes what the
+    /// driver reports (faults it recovered from come as reports with `DEVICE_LOST` clear, each once),
+    /// so it is enabled where supported: the non-fatal fault watch reads them.
+    /// `deviceFaultDeviceLostOnMasked` stays off: it changes how the device behaves (a recovered
+    /// fault would lose the device, ending the game where the driver could have gone on).
     pub fn enabling(features: FaultFeatures) -> Box<FeatureChain> {
         let b = |on: bool| if on { vk::TRUE } else { vk::FALSE };
         let mut chain = Box::<FeatureChain>::default();
@@ -115,6 +122,7 @@ impl FeatureChain {
         chain.fault_ext.device_fault_vendor_binary = b(features.device_fault_ext_vendor_binary);
         chain.fault_khr.device_fault = b(features.device_fault_khr);
         chain.fault_khr.device_fault_vendor_binary = b(features.device_fault_khr_vendor_binary);
+        chain.fault_khr.device_fault_report_masked = b(features.device_fault_khr_report_masked);
         chain.shader_abort.shader_abort = b(features.shader_abort);
         chain
     }

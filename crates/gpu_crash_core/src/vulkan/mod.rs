@@ -20,7 +20,7 @@ mod setup;
 pub mod texture;
 
 pub use capabilities::GpuCrashCapabilities;
-pub use fault_query::query_device_fault;
+pub use fault_query::{query_device_fault, wait_for_fault_reports};
 pub use features::FaultFeatures;
 pub(crate) use markers::create_marker_buffer;
 pub use messenger::BindingMessenger;

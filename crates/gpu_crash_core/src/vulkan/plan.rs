@@ -52,6 +52,7 @@ impl DevicePlan {
             device_fault_vendor_binary: enabled.device_fault_ext_vendor_binary
                 || enabled.device_fault_khr_vendor_binary,
             shader_abort_khr: enabled.shader_abort,
+            device_fault_report_masked: enabled.device_fault_khr_report_masked,
             buffer_marker: self.buffer_marker,
             missing,
             ..identity
@@ -166,6 +167,8 @@ pub(crate) unsafe fn plan_device(
             && supported.device_fault_ext_vendor_binary,
         device_fault_khr_vendor_binary: supported.device_fault_khr
             && supported.device_fault_khr_vendor_binary,
+        device_fault_khr_report_masked: supported.device_fault_khr
+            && supported.device_fault_khr_report_masked,
         ..supported
     };
     DevicePlan {

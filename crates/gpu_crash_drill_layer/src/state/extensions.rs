@@ -114,6 +114,8 @@ pub(crate) struct DeviceExtensions {
     pub khr_fault_enabled: bool,
     /// `deviceFaultVendorBinary` was enabled (EXT or KHR feature struct).
     pub vendor_binary_enabled: bool,
+    /// `deviceFaultReportMasked` (`VK_KHR_device_fault`) enabled: `masked:` reports are delivered.
+    pub report_masked_enabled: bool,
     /// The application enabled `VK_AMD_buffer_marker` and the layer emulates it.
     pub buffer_marker_enabled: bool,
 }
@@ -200,7 +202,9 @@ pub(crate) unsafe fn fill_features(
                 let f = &mut *node.cast::<PhysicalDeviceFaultFeaturesKHR>();
                 f.device_fault = vk::TRUE;
                 f.device_fault_vendor_binary = vk::TRUE;
-                f.device_fault_report_masked = vk::FALSE;
+                // Masked faults are reported (the `masked:` scenario); promoting them to a loss is
+                // not offered.
+                f.device_fault_report_masked = vk::TRUE;
                 f.device_fault_device_lost_on_masked = vk::FALSE;
             } else if s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR {
                 (*node.cast::<PhysicalDeviceShaderAbortFeaturesKHR>()).shader_abort = vk::TRUE;
@@ -281,6 +285,7 @@ pub(crate) unsafe fn enabled_in(
             } else if s_type == structure_type::PHYSICAL_DEVICE_FAULT_FEATURES_KHR {
                 let f = &*node.cast::<PhysicalDeviceFaultFeaturesKHR>();
                 out.vendor_binary_enabled |= f.device_fault_vendor_binary == vk::TRUE;
+                out.report_masked_enabled |= f.device_fault_report_masked == vk::TRUE;
             }
         });
     }

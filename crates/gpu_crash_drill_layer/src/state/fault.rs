@@ -93,6 +93,8 @@ pub(crate) struct FaultState {
     pub(crate) record: Option<FaultRecord>,
     pub(crate) khr_pending: Vec<DeviceFaultInfoKHR>,
     pub(crate) label_warned: bool,
+    /// `masked:` fired (its reports were queued, or not reported without `deviceFaultReportMasked`).
+    pub(crate) masked_done: bool,
     /// `use-after-free:<label>@<offset>` with an offset outside the freed object was logged.
     pub(crate) offset_warned: bool,
     /// `GPU_CRASH_DRILL_AIM`: the scenario as the aim file aimed it, once read (fixed from then on).
