@@ -1093,10 +1093,56 @@ device28() {
     tar -C $logs -czf "$OUT/run28-results.tar.gz" .
 }
 
+# Build for batch 29 (issue 35): this tree's frame_overhead (release) and the ring bench, into
+# .devrun/b29.tar.xz. CARGO_TARGET_DIR may be batch 28's (Bevy's release build shared).
+build29() {
+    local target=${CARGO_TARGET_DIR:-$ROOT/target}
+    nice -n 10 cargo build --release --example frame_overhead || return 1
+    local bench
+    bench=$(nice -n 10 cargo bench --no-run --bench binding_ring 2>&1 \
+        | grep -o 'target/release/deps/binding_ring-[0-9a-f]*\|/[^ ]*/release/deps/binding_ring-[0-9a-f]*' | tail -1)
+    rm -rf /tmp/gv-stage29 && mkdir -p .devrun /tmp/gv-stage29
+    cp "$target/release/examples/frame_overhead" /tmp/gv-stage29/
+    cp "$bench" /tmp/gv-stage29/binding_ring
+    strip /tmp/gv-stage29/*
+    tar -C /tmp/gv-stage29 -cf - frame_overhead binding_ring | xz -T0 -6 > .devrun/b29.tar.xz
+    git describe --always --dirty --abbrev=12 > .devrun/b29.commit
+    ls -la .devrun
+}
+
+# Batch 29: the ring's push against crossbeam's ArrayQueue at 2 and 4 producers, 7 rounds of single
+# processes, the order swapped each round; then ours inside one process (frame_overhead
+# --interleave 20) under 1,000 buffers a frame, 7 processes.
+device29() {
+    setup_device
+    tar -C $bin -xJf .devrun/b29.tar.xz
+    echo "commit $(cat .devrun/b29.commit); $(nproc) cores" | tee -a $logs/env.txt
+    local r q order t0
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="this_crate_push_only crossbeam_array_queue"
+        else order="crossbeam_array_queue this_crate_push_only"; fi
+        for q in $order; do
+            (cd /tmp && timeout -s KILL 60 $bin/binding_ring --bench --noplot "^binding_ring/$q/(2|4)\$" \
+                > $logs/ring-r$r-$q.out 2> $logs/ring-r$r-$q.err)
+            echo "ring round $r $q: $(grep -E "^binding_ring/|time:" $logs/ring-r$r-$q.out | paste - - \
+                | sed 's/  */ /g' | cut -c1-160 | tr '\n' ';')"
+        done
+    done
+    echo "== interleaved, blocks of 20 frames, 7 processes"
+    t0=$(date +%s)
+    timeout -s KILL 240 $bin/frame_overhead --compare --interleave 20 --rounds 7 \
+        --frames 600 --warmup 60 > $logs/interleave.out 2> $logs/interleave.err
+    echo "interleave rc=$? after $(( $(date +%s) - t0 )) s"
+    cut -c1-400 $logs/interleave.out | tail -20
+    tar -C $logs -czf "$OUT/run29-results.tar.gz" .
+}
+
 case "${1:-}" in
     build) build ;;
     build27) build27 ;;
     build28) build28 ;;
+    build29) build29 ;;
+    device29) device29 ;;
     device28) device28 ;;
     device27b) device27b ;;
     device27) device27 ;;
