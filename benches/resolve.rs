@@ -221,13 +221,21 @@ fn fold_churn(c: &mut Criterion) {
 
 /// 1,000,000 live + 65,536 freed ranges, plus the indices (event numbers) of the freed buffers.
 fn big_index() -> (AddressIndex, Vec<u64>) {
-    // Room for 1,065,536 binds before the 65,536 unbinds (the default bound is 262,144 live).
+    index_of_size(LIVE, FREED)
+}
+
+/// `live` live + `freed` freed ranges (`freed` at most `live / 15`: every 16th buffer is freed),
+/// plus the indices of the freed buffers.
+fn index_of_size(live: u64, freed_count: u64) -> (AddressIndex, Vec<u64>) {
+    // Room for every bind before the unbinds (the default bound is 262,144 live).
     let mut index = AddressIndex::new(IndexSettings {
-        max_live_bindings: 2 << 20,
+        max_live_bindings: ((live + freed_count) as usize)
+            .next_power_of_two()
+            .max(1 << 14),
         ..IndexSettings::default()
     });
     let now = Instant::now();
-    let total = LIVE + FREED;
+    let total = live + freed_count;
     let mut sequence = 0;
     for i in 0..total {
         let mut r = bind(i);
@@ -238,7 +246,7 @@ fn big_index() -> (AddressIndex, Vec<u64>) {
     // Free every 16th buffer, evenly spread over the address space.
     let freed: Vec<u64> = (0..total)
         .filter(|&i| is_buffer(i) && i % 16 == 1)
-        .take(FREED as usize)
+        .take(freed_count as usize)
         .collect();
     for &i in &freed {
         let mut r = unbind(i);
@@ -246,8 +254,8 @@ fn big_index() -> (AddressIndex, Vec<u64>) {
         sequence += 1;
         index.apply(&r, now);
     }
-    assert_eq!(index.live_len() as u64, LIVE);
-    assert_eq!(index.freed_len() as u64, FREED);
+    assert_eq!(index.live_len() as u64, live);
+    assert_eq!(index.freed_len() as u64, freed_count);
     (index, freed)
 }
 
@@ -410,5 +418,66 @@ fn first_query_after_fold(c: &mut Criterion, mut index: AddressIndex) {
     group.finish();
 }
 
-criterion_group!(benches, fold_churn, fold_1m_events, resolve_16_addresses);
+/// How what a crash pays once grows with the index: the first resolve after a fold (the address
+/// order sorted afresh) at 10,000, 100,000 and 1,000,000 live ranges (a fifteenth as many freed, at
+/// most 65,536), and the index's heap at each size, printed once per size.
+fn first_query_scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("report_scaling");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(3));
+    for live in [10_000u64, 100_000, 1_000_000] {
+        let freed = (live / 16).min(FREED);
+        let (mut index, _) = index_of_size(live, freed);
+        println!(
+            "report_scaling live={live} freed={freed} index_heap_bytes={}",
+            index.memory()
+        );
+        let fault = fault_addresses(&[1])[0];
+        let mut n = 0u64;
+        group.bench_with_input(
+            BenchmarkId::new("first_resolve_after_fold", live),
+            &live,
+            |b, _| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        n += 1;
+                        let mut r = BindingRecord::new(
+                            BindingKind::Bind,
+                            vk::ObjectType::BUFFER,
+                            0x3000_0000_0000 + n,
+                            0x10,
+                            16,
+                        );
+                        index.apply(&r, Instant::now());
+                        r.kind = BindingKind::Unbind;
+                        index.apply(&r, Instant::now());
+                        let start = Instant::now();
+                        let ctx = ResolveContext {
+                            index: &index,
+                            now: Instant::now(),
+                            frame: 2_000,
+                            as_of: None,
+                        };
+                        black_box(resolve(&ctx, black_box(fault)));
+                        total += start.elapsed();
+                    }
+                    total
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    fold_churn,
+    fold_1m_events,
+    resolve_16_addresses,
+    first_query_scaling
+);
 criterion_main!(benches);
