@@ -378,8 +378,7 @@ fn resolve_16_addresses(c: &mut Criterion) {
 /// bind and one unbind (untimed; the live set and freed history keep their sizes) so the next query
 /// sorts again, then times one resolve.
 fn first_query_after_fold(c: &mut Criterion, mut index: AddressIndex) {
-    let faults = fault_addresses(&[1]);
-    let fault = faults[0];
+    let fault = fault_addresses(&[1])[0];
     let mut group = c.benchmark_group("resolve");
     group
         .sampling_mode(SamplingMode::Flat)
@@ -388,38 +387,47 @@ fn first_query_after_fold(c: &mut Criterion, mut index: AddressIndex) {
         .measurement_time(Duration::from_secs(5));
     let mut n = 0u64;
     group.bench_function("first_resolve_after_fold_1m", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                n += 1;
-                let mut r = BindingRecord::new(
-                    BindingKind::Bind,
-                    vk::ObjectType::BUFFER,
-                    0x3000_0000_0000 + n,
-                    0x10,
-                    16,
-                );
-                index.apply(&r, Instant::now());
-                r.kind = BindingKind::Unbind;
-                index.apply(&r, Instant::now());
-                let start = Instant::now();
-                let ctx = ResolveContext {
-                    index: &index,
-                    now: Instant::now(),
-                    frame: 2_000,
-                    as_of: None,
-                };
-                black_box(resolve(&ctx, black_box(fault)));
-                total += start.elapsed();
-            }
-            total
-        })
+        b.iter_custom(|iters| time_first_resolves(&mut index, fault, &mut n, iters))
     });
     group.finish();
 }
 
+/// `iters` times: folds one bind and one unbind (untimed), so the address order is stale, then
+/// times one resolve of `fault` (which sorts it afresh). `n` numbers the folded objects across calls.
+fn time_first_resolves(
+    index: &mut AddressIndex,
+    fault: FaultAddress,
+    n: &mut u64,
+    iters: u64,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        *n += 1;
+        let mut r = BindingRecord::new(
+            BindingKind::Bind,
+            vk::ObjectType::BUFFER,
+            0x3000_0000_0000 + *n,
+            0x10,
+            16,
+        );
+        index.apply(&r, Instant::now());
+        r.kind = BindingKind::Unbind;
+        index.apply(&r, Instant::now());
+        let start = Instant::now();
+        let ctx = ResolveContext {
+            index,
+            now: Instant::now(),
+            frame: 2_000,
+            as_of: None,
+        };
+        black_box(resolve(&ctx, black_box(fault)));
+        total += start.elapsed();
+    }
+    total
+}
+
 /// How what a crash pays once grows with the index: the first resolve after a fold (the address
-/// order sorted afresh) at 10,000, 100,000 and 1,000,000 live ranges (a fifteenth as many freed, at
+/// order sorted afresh) at 10,000, 100,000 and 1,000,000 live ranges (a sixteenth as many freed, at
 /// most 65,536), and the index's heap at each size, printed once per size.
 fn first_query_scaling(c: &mut Criterion) {
     let mut group = c.benchmark_group("report_scaling");
@@ -440,34 +448,7 @@ fn first_query_scaling(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("first_resolve_after_fold", live),
             &live,
-            |b, _| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        n += 1;
-                        let mut r = BindingRecord::new(
-                            BindingKind::Bind,
-                            vk::ObjectType::BUFFER,
-                            0x3000_0000_0000 + n,
-                            0x10,
-                            16,
-                        );
-                        index.apply(&r, Instant::now());
-                        r.kind = BindingKind::Unbind;
-                        index.apply(&r, Instant::now());
-                        let start = Instant::now();
-                        let ctx = ResolveContext {
-                            index: &index,
-                            now: Instant::now(),
-                            frame: 2_000,
-                            as_of: None,
-                        };
-                        black_box(resolve(&ctx, black_box(fault)));
-                        total += start.elapsed();
-                    }
-                    total
-                })
-            },
+            |b, _| b.iter_custom(|iters| time_first_resolves(&mut index, fault, &mut n, iters)),
         );
     }
     group.finish();
