@@ -226,6 +226,9 @@ pub fn render(r: &CrashReport) -> String {
             }
         }
     }
+    if let Some(running) = &r.running {
+        running_section(&mut out, running);
+    }
     if !r.frames.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -322,6 +325,69 @@ pub fn render(r: &CrashReport) -> String {
 }
 
 /// `buffer "particles" (freed 2 frames, 35 ms before), BUFFER 0x5a at [0x…, +64 KiB), offset 16`.
+/// What was running: the ranked pipelines of the stage the GPU stopped in.
+fn running_section(out: &mut String, running: &gpu_crash_core::report::RunningPipelines) {
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Pipelines queued in {}{} in frame {} (ranked: one of them was likely running; \
+         full-screen and compute work is not listed):",
+        running.stage,
+        running
+            .camera
+            .as_deref()
+            .map(|c| format!(" of camera {c:?}"))
+            .unwrap_or_default(),
+        running.frame
+    );
+    for c in &running.candidates {
+        let _ = writeln!(out, "  {}. {}", c.rank, c.describe());
+        for shader in &c.shaders {
+            let _ = writeln!(
+                out,
+                "       {:<8} {}{}",
+                shader.stage,
+                shader.path.as_deref().unwrap_or("(shader made in code)"),
+                shader
+                    .entry_point
+                    .as_deref()
+                    .map(|e| format!(" :: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "       queued   {} batch(es) in {}",
+            c.batches,
+            c.passes.join(", ")
+        );
+        if !c.entities.is_empty() {
+            let names: Vec<String> = c
+                .entities
+                .iter()
+                .map(|e| match &e.name {
+                    Some(name) => format!("{name:?} ({})", e.shown_as),
+                    None => e.shown_as.clone(),
+                })
+                .collect();
+            let more = c.entity_count.saturating_sub(c.entities.len() as u32);
+            let _ = writeln!(
+                out,
+                "       drawing  {}{}",
+                names.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if !c.shader_defs.is_empty() {
+            let _ = writeln!(out, "       defs     {}", c.shader_defs.join(" "));
+        }
+    }
+}
+
 fn describe(c: &Culprit) -> String {
     let state = match c.state {
         ObjectState::Live => "live".to_owned(),

@@ -53,6 +53,7 @@ mod data_dir;
 mod deliver;
 mod guard;
 mod index;
+mod pipelines;
 mod progress;
 pub mod report;
 mod reporter;
@@ -73,6 +74,10 @@ pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NA
 pub use deliver::{
     session_files, DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError,
     SessionFileState, SessionTracking, UploadConsent, UploadState,
+};
+pub use pipelines::{
+    DrawnEntity, PassPipelines, PipelineInfo, PipelineKind, PipelineLedger, PipelineUse,
+    PipelineUsers, ShaderStage,
 };
 pub use progress::{FRAME_LABEL, PRE_CAMERA_LABEL};
 pub use reporter::{AttachedDevice, CrashReporter, IndexedAssets, StartError};

@@ -47,6 +47,9 @@ pub struct AttachedDevice {
     pub capabilities: GpuCrashCapabilities,
     /// The device's asset map, for the application to keep (Bevy: meshes and images).
     pub assets: SharedAssetMap,
+    /// The device's pipeline ledger, for the application to keep: its pipelines and each frame's
+    /// draw lists, so a report names what was running (see [`CrashReporter::gpu_frame`]).
+    pub pipelines: crate::pipelines::PipelineLedger,
 }
 
 /// See the module documentation.
@@ -219,6 +222,7 @@ impl CrashReporter {
             generation,
             capabilities,
             assets,
+            pipelines: session.pipelines.clone(),
         })
     }
 
@@ -279,6 +283,14 @@ impl CrashReporter {
     /// Right before the frame's first submit: the frame starts in the device's GPU ledger.
     pub fn begin_gpu_frame(&self) {
         self.crash.begin_gpu_frame();
+    }
+
+    /// The GPU frame the current device's ledger began last ([`CrashReporter::begin_gpu_frame`]):
+    /// the frame number breadcrumbs and [`crate::PipelineLedger::record_frame`] use. `None` before
+    /// the first, or without progress markers.
+    pub fn gpu_frame(&self) -> Option<u64> {
+        let session = self.crash.sessions.current()?;
+        session.timeline.as_ref()?.current_frame()
     }
 
     /// Right before the frame's work is submitted: from here on it is pending on the GPU.

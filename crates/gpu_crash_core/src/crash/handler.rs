@@ -326,6 +326,7 @@ impl CrashHandling {
             device_generation: session.generation,
             assets: Some(&session.assets),
             asset_users: Some(&self.asset_users),
+            pipelines: Some(&session.pipelines),
         };
         let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);
         report.notes.extend(wgpu_note);

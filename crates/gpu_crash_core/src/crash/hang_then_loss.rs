@@ -55,6 +55,7 @@ impl ReportedHang {
         loss.suppressed_duplicates = hang.suppressed_duplicates;
         if loss.gpu_stage.is_none() {
             loss.gpu_stage = hang.gpu_stage;
+            loss.running = hang.running;
         }
         if let Some(info) = &hang.hang {
             if loss.hang.is_none() {

@@ -25,6 +25,8 @@ pub(crate) struct DeviceSession {
     pub timeline: Option<GpuTimeline>,
     /// The application's assets behind this device's buffers and images (fed by the application).
     pub assets: crate::assets::SharedAssetMap,
+    /// This device's pipelines and the last frames' draw lists (fed by the application).
+    pub pipelines: crate::pipelines::PipelineLedger,
     /// Set (inside `fault`'s lock) when the device's loss reaches us; read without the lock every
     /// watchdog tick, by the panic hook and by the fault watch (which holds its own handle).
     lost: LostFlag,
@@ -356,6 +358,7 @@ impl DeviceSessions {
             capabilities,
             timeline,
             assets,
+            pipelines: crate::pipelines::PipelineLedger::default(),
             lost: LostFlag::default(),
             fault: Mutex::new(FaultPhase::Healthy),
             fault_changed: Condvar::new(),

@@ -311,6 +311,18 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     if let Some(stage) = &report.gpu_stage {
         tag(PASS_CATEGORY, stage.clone());
     }
+    // The ranked list's first: a search for every hang queued in one shader file, across stages.
+    if let Some(first) = report.running.as_ref().and_then(|r| r.candidates.first()) {
+        if let Some(label) = &first.label {
+            tag("gpu.pipeline", label.clone());
+        }
+        if let Some(shader) = first.main_shader() {
+            tag("gpu.shader", shader.to_owned());
+        }
+        if let Some(material) = &first.material {
+            tag("gpu.material", material.clone());
+        }
+    }
     tag(
         "gpu.device_generation",
         report.device_generation.to_string(),

@@ -37,6 +37,8 @@ pub(crate) struct CrashContext<'a> {
     pub assets: Option<&'a crate::assets::SharedAssetMap>,
     /// Entities using each mesh.
     pub asset_users: Option<&'a crate::assets::AssetUsers>,
+    /// The device's pipelines and the last frames' draw lists, to name what was running.
+    pub pipelines: Option<&'a crate::pipelines::PipelineLedger>,
 }
 
 /// Ring position of a device loss: binding events from there on came after the fault and are not
@@ -166,9 +168,13 @@ pub(crate) fn build_report(
             .iter()
             .filter_map(|f| f.ran_out().map(|line| format!("frame {}: {line}", f.frame))),
     );
-    let gpu_stage = breadcrumbs
+    let in_flight = breadcrumbs
         .first()
-        .and_then(|f| f.in_flight().map(|b| (f.frame, b.describe())));
+        .and_then(|f| f.in_flight().map(|b| (f.frame, b)));
+    let running = in_flight
+        .zip(ctx.pipelines)
+        .and_then(|((frame, b), ledger)| ledger.running_at(frame, b.camera.as_deref(), &b.label));
+    let gpu_stage = in_flight.map(|(frame, b)| (frame, b.describe()));
     let summary = match faults.first() {
         Some(f) => f.summary.clone(),
         None if kind == CrashKind::DeviceLost => format!(
@@ -224,6 +230,7 @@ pub(crate) fn build_report(
             .unwrap_or_default(),
         gpu_stage: gpu_stage.map(|(_, stage)| stage),
         breadcrumbs,
+        running,
         events_after_fault,
         device_generation: ctx.device_generation,
         crashes_this_run: 1,
@@ -341,6 +348,7 @@ pub(crate) fn add_hang_info(
         .as_deref()
         .map(|s| format!(" during {s}"))
         .unwrap_or_default();
+    let stage = format!("{stage}{}", running_clause(report.running.as_ref()));
     report.summary = match suspects.first() {
         Some(s) => format!(
             "GPU hang in frame {frame}{stage}: no progress for {:.1} s; likely culprit {} \
@@ -363,6 +371,27 @@ pub(crate) fn add_hang_info(
         suspects,
         driver_watchdog_timeout,
     });
+}
+
+/// `, likely EndlessMaterial (shaders/endless_loop.wgsl, pipeline "opaque_mesh_pipeline"), first
+/// of 4 pipelines queued there`: the ranked list's first, for the one-line summary.
+fn running_clause(running: Option<&crate::pipelines::RunningPipelines>) -> String {
+    let Some(running) = running else {
+        return String::new();
+    };
+    let Some(first) = running.candidates.first() else {
+        return String::new();
+    };
+    match running.candidates.len() {
+        1 => format!(
+            ", likely {} (the one pipeline queued there)",
+            first.describe()
+        ),
+        n => format!(
+            ", likely {}, first of {n} pipelines queued there",
+            first.describe()
+        ),
+    }
 }
 
 /// A random (v4) UUID as 32 hex digits: the report id and Sentry event id.
@@ -392,6 +421,7 @@ pub(crate) fn hang_report_for_tests() -> CrashReport {
         device_generation: 1,
         assets: None,
         asset_users: None,
+        pipelines: None,
     };
     build_report(
         CrashKind::GpuHang,
@@ -487,6 +517,7 @@ mod tests {
             device_generation: 1,
             assets: None,
             asset_users: None,
+            pipelines: None,
         }
     }
 

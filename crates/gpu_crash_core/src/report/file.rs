@@ -292,6 +292,7 @@ mod tests {
             frames: vec![],
             gpu_stage: None,
             breadcrumbs: vec![],
+            running: None,
             events_after_fault: vec![],
             device_generation: 1,
             crashes_this_run: 1,

@@ -14,6 +14,9 @@ mod page_timeline;
 
 pub use crate::capture::BindingKind;
 pub use crate::index::IndexStats;
+pub use crate::pipelines::{
+    DrawnEntity, PipelineCandidate, PipelineKind, RunningBasis, RunningPipelines, ShaderStage,
+};
 pub use crate::progress::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
 pub use crate::resolve::{
     AssetKind, AssetUser, BindingEventEntry, Culprit, FaultEntry, FaultVerdict, GpuAsset,

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::index::IndexStats;
+use crate::pipelines::RunningPipelines;
 use crate::progress::FrameBreadcrumbs;
 use crate::resolve::{BindingEventEntry, Culprit, FaultEntry};
 use crate::vulkan::fault::{VendorBinaryHeader, VendorInfo};
@@ -16,7 +17,9 @@ use crate::vulkan::GpuCrashCapabilities;
 /// 4: `kind` may be `non_fatal_fault` (a fault the driver recovered from, reported by
 /// `VK_KHR_device_fault` with masked reports while the device lives on), with [`NonFatalInfo`] in
 /// `non_fatal`. Reports of version 3 read as before (`non_fatal` is absent: null).
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: `running`: the pipelines that may have been running where the GPU stopped (named by label,
+/// shader files, material and entities). Reports of version 4 read as before (`running` is null).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// What happened to the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +130,11 @@ pub struct CrashReport {
     /// GPU breadcrumbs of the frames still in flight, oldest frame first, as the GPU left them.
     #[serde(default)]
     pub breadcrumbs: Vec<FrameBreadcrumbs>,
+    /// The pipelines that may have been running in [`CrashReport::gpu_stage`], ranked, with their
+    /// shader files and materials (schema 5); null without a stage or where the application told
+    /// the reporter of no pipelines.
+    #[serde(default)]
+    pub running: Option<RunningPipelines>,
     /// Binding events after the fault (after the faulting frame's work was submitted, or wgpu's
     /// teardown after the loss): kept for reading, never used to resolve the fault.
     #[serde(default)]
