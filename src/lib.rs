@@ -41,6 +41,8 @@
 
 mod assets;
 mod breadcrumbs;
+#[cfg(feature = "pbr")]
+mod pipelines;
 mod plugin;
 mod render;
 mod resources;

@@ -236,6 +236,8 @@ impl Plugin for GpuCrashReporterPlugin {
             .world()
             .get_resource::<AssetServer>()
             .map(|server| crate::assets::AssetPaths(server.clone()));
+        #[cfg(feature = "pbr")]
+        let material_names = crate::pipelines::MaterialTypeNames::from_registry(app);
         let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
             return;
         };
@@ -264,11 +266,20 @@ impl Plugin for GpuCrashReporterPlugin {
                 ),
             );
         crate::breadcrumbs::install(render_app, reporter.breadcrumbs());
+        #[cfg(feature = "pbr")]
+        if self.gpu_breadcrumbs {
+            // The draw lists are placed by the breadcrumbs' stages: nothing to name without them.
+            crate::pipelines::install(render_app, material_names);
+            render_app.configure_sets(
+                Render,
+                crate::pipelines::RecordDrawLists.after(begin_gpu_frame),
+            );
+        }
+        if let Some(paths) = asset_paths {
+            render_app.insert_resource(paths);
+        }
         if self.name_assets {
             crate::assets::install(render_app);
-            if let Some(paths) = asset_paths {
-                render_app.insert_resource(paths);
-            }
         }
     }
 }

@@ -86,7 +86,8 @@ pub(super) fn install(render_app: &mut SubApp) {
     }
 }
 
-const STAGES_3D: [&str; STAGES] = [
+/// Core3d's stage labels, as breadcrumbs (and the pipeline ledger's draw lists) name them.
+pub(crate) const STAGES_3D: [&str; STAGES] = [
     "Core3d Prepass",
     "Core3d MainPass",
     "Core3d EarlyPostProcess",

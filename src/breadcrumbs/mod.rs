@@ -11,6 +11,9 @@
 #[cfg(feature = "core_pipeline")]
 mod core_pipeline;
 
+#[cfg(feature = "core_pipeline")]
+pub(crate) use core_pipeline::{BreadcrumbCamera, STAGES_3D};
+
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use bevy::render::renderer::{RenderContext, RenderDevice};

@@ -20,6 +20,8 @@ pub(crate) fn attach_render_device(
     // A new device starts an empty asset map: Bevy's mesh allocator (slab ids) and images are
     // rebuilt with it.
     commands.insert_resource(DeviceAssets(attached.assets));
+    #[cfg(feature = "pbr")]
+    commands.insert_resource(crate::pipelines::DevicePipelines(attached.pipelines));
     commands.insert_resource(GpuCrashCapabilities(attached.capabilities));
 }
 
