@@ -469,7 +469,7 @@ fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
     let Some(Scenario::HangInPass(want)) = &config.scenario else {
         return None;
     };
-    let (want, occurrence) = crate::config::hang_in_pass_target(want);
+    let (want, occurrence) = crate::config::hang_target(want);
     if name != want.as_bytes() || dev.fns.cmd_wait_events.is_none() {
         return None;
     }
@@ -481,8 +481,8 @@ fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
     if !family_can_wait(dev, family) {
         return None;
     }
-    st.fault.hang_labels_seen += 1;
-    if st.fault.hang_labels_seen < occurrence {
+    st.fault.hang_matches_seen += 1;
+    if st.fault.hang_matches_seen < occurrence {
         return None;
     }
     if st.commands.insertable(cb).is_none() {

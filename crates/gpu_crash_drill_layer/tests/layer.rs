@@ -445,8 +445,8 @@ fn after_hang_with_a_memory_fault_logs_one_line_and_is_ignored() {
         lines
             .iter()
             .filter(|l| l.contains(
-                "GPU_CRASH_DRILL_LOSS=after-hang:300 only applies to hang and hang-in-pass, not \
-                 out-of-bounds; ignored"
+                "GPU_CRASH_DRILL_LOSS=after-hang:300 only applies to hang, hang-in-pass and \
+                 hang-in-pipeline, not out-of-bounds; ignored"
             ))
             .count(),
         1,
