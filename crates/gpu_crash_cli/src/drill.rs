@@ -16,12 +16,13 @@ use crate::layer;
 /// The line the plugin prints on stderr for every report it writes.
 const REPORT_WRITTEN: &str = "GPU crash report written to ";
 /// Scenario names the layer knows (`GPU_CRASH_DRILL=<name>[:<argument>]`).
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "use-after-free",
     "out-of-bounds",
     "in-bounds",
     "hang",
     "hang-in-pass",
+    "hang-in-pipeline",
     "stall",
 ];
 
@@ -29,7 +30,8 @@ const SCENARIOS: [&str; 6] = [
 #[derive(clap::Args)]
 pub struct DrillArgs {
     /// The fault: use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]],
-    /// hang, hang-in-pass:<pass label>[#n], stall:<ms>. GPU_CRASH_DRILL_LOSS in the environment
+    /// hang, hang-in-pass:<pass label>[#n], hang-in-pipeline:<pipeline label>[#n], stall:<ms>.
+    /// GPU_CRASH_DRILL_LOSS in the environment
     /// reaches the game, e.g. after-hang:<ms>[@<label>] to lose the device <ms> after a hang; so does
     /// GPU_CRASH_DRILL_AIM=<file>: the memory scenarios wait until the file's first line gives their
     /// <label>[@<offset>].

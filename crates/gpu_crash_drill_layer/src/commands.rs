@@ -8,11 +8,12 @@
 //! Commands the layer adds must land where they are valid, so `state::commands::CommandTracker` follows each command
 //! buffer's pool (queue family), level and render pass state from the pool, allocate, begin/end and
 //! render pass hooks below. The hooks are only installed on devices where the layer records anything
-//! (`DeviceData::tracks_commands`).
+//! (`DeviceData::tracks_commands`); `vkCmdBindPipeline` and `vkDestroyPipeline` only under
+//! `hang-in-pipeline` ([`tracks_pipelines`]).
 
 use ash::vk::{self, Handle};
 
-use crate::config::Scenario;
+use crate::config::{hang_target, Scenario};
 use crate::dispatch::{dev_of, DeviceData, NO_DEVICE};
 use crate::fault;
 use crate::log::guard;
@@ -435,26 +436,40 @@ fn pass_ended(cb: vk::CommandBuffer) {
         event
     };
     record_wait(&dev, cb, event);
-    if let Some(Scenario::HangInPass(label)) = &dev.instance.config.scenario {
-        log_hang(label, cb, true);
-    }
+    log_hang(&dev, cb, true);
 }
 
-fn log_hang(label: &str, cb: vk::CommandBuffer, deferred: bool) {
-    let place = if deferred {
-        " (the label began inside a render pass instance: the wait follows the end of that \
-         instance, the first valid point after the label)"
+/// The `injected hang ...` line of `hang-in-pass` / `hang-in-pipeline`; `deferred`: the wait went in
+/// at the end of the render pass instance that the label began (or the pipeline was bound) in.
+fn log_hang(dev: &DeviceData, cb: vk::CommandBuffer, deferred: bool) {
+    let (place, began, point) = match &dev.instance.config.scenario {
+        Some(Scenario::HangInPass(arg)) => (
+            format!("in pass \"{}\"", hang_target(arg).0),
+            "the label began",
+            "the label",
+        ),
+        Some(Scenario::HangInPipeline(arg)) => (
+            format!("at pipeline \"{}\"", hang_target(arg).0),
+            "the pipeline was bound",
+            "the bind",
+        ),
+        _ => return,
+    };
+    let deferred = if deferred {
+        format!(
+            " ({began} inside a render pass instance: the wait follows the end of that instance, \
+             the first valid point after {point})"
+        )
     } else {
-        ""
+        String::new()
     };
     log_line(&format!(
-        "injected hang in pass \"{label}\": command buffer 0x{:x} waits on an event that is never \
-         set{place}",
+        "injected hang {place}: command buffer 0x{:x} waits on an event that is never set{deferred}",
         cb.as_raw()
     ));
 }
 
-/// What `hang-in-pass` does at a matching label.
+/// What `hang-in-pass` / `hang-in-pipeline` does at a match.
 enum HangClaim {
     /// Record the wait now, on this event.
     Now(vk::Event),
@@ -462,18 +477,40 @@ enum HangClaim {
     Deferred,
 }
 
+/// Where a hang scenario may match.
+#[derive(Clone, Copy)]
+enum HangSite<'a> {
+    /// `vkCmdBeginDebugUtilsLabelEXT` with this label name (`hang-in-pass`).
+    Label(&'a [u8]),
+    /// `vkCmdBindPipeline` of this pipeline (`hang-in-pipeline`).
+    Pipeline(u64),
+}
+
 /// `hang-in-pass`: the first (or `#n`-th) matching label begun after the threshold in a primary
-/// command buffer of a graphics/compute family gets the wait (marked recorded here when it goes in at once).
-fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
+/// command buffer of a graphics/compute family gets the wait; `hang-in-pipeline`: the first bind of
+/// the named pipeline in the first (or `#n`-th) such command buffer that binds it after the
+/// threshold. Marked recorded here when it goes in at once.
+fn claim_hang(dev: &DeviceData, cb: u64, site: HangSite<'_>) -> Option<HangClaim> {
     let config = &dev.instance.config;
-    let Some(Scenario::HangInPass(want)) = &config.scenario else {
-        return None;
+    let occurrence = match (&config.scenario, site) {
+        (Some(Scenario::HangInPass(arg)), HangSite::Label(name)) => {
+            let (want, occurrence) = hang_target(arg);
+            if name != want.as_bytes() {
+                return None;
+            }
+            occurrence
+        }
+        (Some(Scenario::HangInPipeline(arg)), HangSite::Pipeline(_)) => hang_target(arg).1,
+        _ => return None,
     };
-    let (want, occurrence) = crate::config::hang_in_pass_target(want);
-    if name != want.as_bytes() || dev.fns.cmd_wait_events.is_none() {
-        return None;
-    }
+    // Nothing to record the wait with.
+    dev.fns.cmd_wait_events?;
     let mut st = dev.lock();
+    if let HangSite::Pipeline(pipeline) = site {
+        if !st.commands.is_hang_pipeline(pipeline) {
+            return None;
+        }
+    }
     if st.fault.wait != WaitInjection::Armed || fault::submissions(&st) < config.after {
         return None;
     }
@@ -481,8 +518,16 @@ fn claim_hang(dev: &DeviceData, cb: u64, name: &[u8]) -> Option<HangClaim> {
     if !family_can_wait(dev, family) {
         return None;
     }
-    st.fault.hang_labels_seen += 1;
-    if st.fault.hang_labels_seen < occurrence {
+    // Each label counts; a command buffer binding the pipeline counts once, however many batches of
+    // draws (or dispatches) bind it again.
+    let counts = match site {
+        HangSite::Label(_) => true,
+        HangSite::Pipeline(_) => st.commands.first_hang_pipeline_bind(cb),
+    };
+    if counts {
+        st.fault.hang_matches_seen += 1;
+    }
+    if st.fault.hang_matches_seen < occurrence {
         return None;
     }
     if st.commands.insertable(cb).is_none() {
@@ -513,10 +558,74 @@ pub(crate) unsafe extern "system" fn cmd_begin_debug_utils_label(
         else {
             return;
         };
-        if let Some(HangClaim::Now(event)) = claim_hang(&dev, cb.as_raw(), name.to_bytes()) {
+        let site = HangSite::Label(name.to_bytes());
+        if let Some(HangClaim::Now(event)) = claim_hang(&dev, cb.as_raw(), site) {
             // Right after the label began: the GPU stops inside the labelled region.
             record_wait(&dev, cb, event);
-            log_hang(&name.to_string_lossy(), cb, false);
+            log_hang(&dev, cb, false);
+        }
+    })
+}
+
+/// `hang-in-pipeline:<label>[#n]`: the pipeline label, when the layer follows pipelines on this
+/// device (`None` otherwise: its pipeline hooks then only call down, and are not even returned from
+/// `vkGetDeviceProcAddr`).
+pub(crate) fn hang_pipeline_label(dev: &DeviceData) -> Option<&str> {
+    match &dev.instance.config.scenario {
+        Some(Scenario::HangInPipeline(arg)) if dev.tracks_commands => Some(hang_target(arg).0),
+        _ => None,
+    }
+}
+
+/// Whether `vkCmdBindPipeline` and `vkDestroyPipeline` do anything on this device (see
+/// [`hang_pipeline_label`]).
+pub(crate) fn tracks_pipelines(dev: &DeviceData) -> bool {
+    hang_pipeline_label(dev).is_some()
+}
+
+pub(crate) unsafe extern "system" fn cmd_bind_pipeline(
+    cb: vk::CommandBuffer,
+    bind_point: vk::PipelineBindPoint,
+    pipeline: vk::Pipeline,
+) {
+    guard("vkCmdBindPipeline", (), || {
+        let Some(dev) = dev_of(cb) else { return };
+        if let Some(next) = dev.fns.cmd_bind_pipeline {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(cb, bind_point, pipeline) };
+        }
+        if !tracks_pipelines(&dev) {
+            return;
+        }
+        match claim_hang(&dev, cb.as_raw(), HangSite::Pipeline(pipeline.as_raw())) {
+            Some(HangClaim::Now(event)) => {
+                // Right after the bind, outside any render pass instance: the GPU stops before the
+                // first dispatch (or draw) with this pipeline.
+                record_wait(&dev, cb, event);
+                log_hang(&dev, cb, false);
+            }
+            // Inside a render pass instance: `pass_ended` records (and logs) it.
+            Some(HangClaim::Deferred) | None => {}
+        }
+    })
+}
+
+/// Forgets the pipeline's name before the driver frees the handle, which it may then hand to a new
+/// pipeline of another name or none (wgpu leaves unlabelled pipelines unnamed): a stale handle would
+/// hang the GPU at the wrong pipeline.
+pub(crate) unsafe extern "system" fn destroy_pipeline(
+    device: vk::Device,
+    pipeline: vk::Pipeline,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    guard("vkDestroyPipeline", (), || {
+        let Some(dev) = dev_of(device) else { return };
+        if tracks_pipelines(&dev) {
+            dev.lock().commands.forget_pipeline(pipeline.as_raw());
+        }
+        if let Some(next) = dev.fns.destroy_pipeline {
+            // SAFETY: forwarded unchanged.
+            unsafe { next(device, pipeline, p_allocator) };
         }
     })
 }

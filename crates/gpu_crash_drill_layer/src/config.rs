@@ -34,6 +34,12 @@ pub(crate) enum Scenario {
     /// the GPU waits on a layer event that is never set: it hangs inside that labelled region.
     /// `<label>#<n>` picks the n-th such label after the threshold (e.g. the second camera's pass).
     HangInPass(String),
+    /// Right after a primary command buffer binds (`vkCmdBindPipeline`) a pipeline whose debug name
+    /// (`vkSetDebugUtilsObjectNameEXT`; wgpu names each `VkPipeline` with its label) is this, the GPU
+    /// waits on a layer event that is never set: it hangs before the first dispatch or draw with that
+    /// pipeline (inside a render pass instance: right after the instance ends). `<label>#<n>` picks
+    /// the n-th command buffer after the threshold that binds it.
+    HangInPipeline(String),
     /// `VK_KHR_device_fault` only: once the live object named `label` is bound (after the
     /// threshold), `count` masked, non-fatal fault reports (a read inside it, `DEVICE_LOST` clear)
     /// are queued for `vkGetDeviceFaultReportsKHR` at once, and the device keeps working.
@@ -51,7 +57,10 @@ impl Scenario {
             | Scenario::OutOfBounds(l)
             | Scenario::InBounds { label: l, .. } => l.as_deref(),
             Scenario::Masked { label, .. } => Some(label),
-            Scenario::Hang | Scenario::Stall(_) | Scenario::HangInPass(_) => None,
+            Scenario::Hang
+            | Scenario::Stall(_)
+            | Scenario::HangInPass(_)
+            | Scenario::HangInPipeline(_) => None,
         }
     }
 
@@ -60,6 +69,7 @@ impl Scenario {
         match self {
             Scenario::Stall(ms) => format!("stall:{ms}"),
             Scenario::HangInPass(label) => format!("hang-in-pass:{label}"),
+            Scenario::HangInPipeline(label) => format!("hang-in-pipeline:{label}"),
             Scenario::Masked { label, count: 1 } => format!("masked:{label}"),
             Scenario::Masked { label, count } => format!("masked:{label}x{count}"),
             Scenario::InBounds {
@@ -89,7 +99,19 @@ impl Scenario {
     /// True for scenarios that record a `vkCmdWaitEvents` on a layer-owned event into an
     /// application command buffer.
     pub(crate) fn records_wait(&self) -> bool {
-        matches!(self, Scenario::Stall(_) | Scenario::HangInPass(_))
+        matches!(
+            self,
+            Scenario::Stall(_) | Scenario::HangInPass(_) | Scenario::HangInPipeline(_)
+        )
+    }
+
+    /// True for the scenarios that hang the GPU (`hang`, `hang-in-pass`, `hang-in-pipeline`): a
+    /// watchdog timeout, which `GPU_CRASH_DRILL_LOSS=after-hang` can turn into a loss.
+    pub(crate) fn is_hang(&self) -> bool {
+        matches!(
+            self,
+            Scenario::Hang | Scenario::HangInPass(_) | Scenario::HangInPipeline(_)
+        )
     }
 
     /// Stable name, as written in `GPU_CRASH_DRILL`.
@@ -101,6 +123,7 @@ impl Scenario {
             Scenario::Hang => "hang",
             Scenario::Stall(_) => "stall",
             Scenario::HangInPass(_) => "hang-in-pass",
+            Scenario::HangInPipeline(_) => "hang-in-pipeline",
             Scenario::Masked { .. } => "masked",
         }
     }
@@ -115,13 +138,16 @@ impl Scenario {
             Scenario::HangInPass(_) => 5,
             Scenario::Stall(_) => 6,
             Scenario::Masked { .. } => 8,
+            Scenario::HangInPipeline(_) => 9,
         }
     }
 }
 
-/// `hang-in-pass:<label>[#<n>]`: the label, and which of its occurrences after the threshold hangs
-/// (from 1; two cameras begin the same pass label once each per frame, in camera order).
-pub(crate) fn hang_in_pass_target(arg: &str) -> (&str, u32) {
+/// `hang-in-pass:<label>[#<n>]` and `hang-in-pipeline:<label>[#<n>]`: the label, and which of its
+/// occurrences after the threshold hangs (from 1; two cameras begin the same pass label once each per
+/// frame, in camera order). For `hang-in-pipeline` an occurrence is a command buffer that binds the
+/// pipeline (a pass binds it again for each batch of draws).
+pub(crate) fn hang_target(arg: &str) -> (&str, u32) {
     match arg.rsplit_once('#') {
         Some((label, n)) if !label.is_empty() => match n.parse::<u32>() {
             Ok(n) if n >= 1 => (label, n),
@@ -244,7 +270,7 @@ pub(crate) enum LossMode {
     /// swallowed); the device is lost at the first submission after a bind covers the fault address
     /// again.
     AfterRebind,
-    /// `hang` / `hang-in-pass` only: the hang happens as without it, then `ms` milliseconds later
+    /// `hang` / `hang-in-pass` / `hang-in-pipeline` only: the hang happens as without it, then `ms` milliseconds later
     /// the device is lost, as when a driver's watchdog resets a hung GPU (amdgpu after its lockup
     /// timeout). With `label`, the loss also reports a read fault inside the live object of that
     /// debug name, like the fault address such a reset may come with.
@@ -260,7 +286,7 @@ pub(crate) struct Config {
     pub after: u64,
     /// `addressPrecision` of reported addresses (a power of two).
     pub precision: u64,
-    /// `GPU_CRASH_DRILL_LOSS`: `after-rebind` applies to `use-after-free`, `after-hang` to the two
+    /// `GPU_CRASH_DRILL_LOSS`: `after-rebind` applies to `use-after-free`, `after-hang` to the
     /// hang scenarios; parsing drops a mode that does not apply to the scenario.
     pub loss: LossMode,
     /// `GPU_CRASH_DRILL_AIM`: a memory scenario fires only once this file's first line gave it its
@@ -395,6 +421,16 @@ impl Config {
                         None
                     }
                 },
+                "hang-in-pipeline" => match label {
+                    Some(l) => Some(Scenario::HangInPipeline(l)),
+                    None => {
+                        log(&format!(
+                            "GPU_CRASH_DRILL={s}: `hang-in-pipeline` needs the debug name of the \
+                             pipeline (hang-in-pipeline:<label>); no fault will be injected"
+                        ));
+                        None
+                    }
+                },
                 "masked" => match label.as_deref().map(masked_target) {
                     Some(Some((label, count))) => Some(Scenario::Masked {
                         label: label.to_string(),
@@ -429,7 +465,8 @@ impl Config {
                     log(&format!(
                         "GPU_CRASH_DRILL={s}: unknown scenario (expected \
                          use-after-free[:label[@offset]], out-of-bounds[:label], in-bounds[:label[@offset]], hang, stall:<ms>, \
-                         hang-in-pass:<label> or masked:<label>[x<N>]); no fault will be injected"
+                         hang-in-pass:<label>, hang-in-pipeline:<label> or masked:<label>[x<N>]); \
+                         no fault will be injected"
                     ));
                     None
                 }
@@ -495,6 +532,9 @@ impl Config {
     }
 }
 
+/// The scenarios `after-hang` applies to, as its log lines name them.
+const HANG_SCENARIOS: &str = "hang, hang-in-pass and hang-in-pipeline";
+
 /// Parses `GPU_CRASH_DRILL_LOSS` for `scenario` (`None`: no fault, any mode is accepted); a bad
 /// value, or a mode for another scenario, logs one line and falls back to `at-fault`.
 fn parse_loss(value: &str, scenario: Option<&Scenario>, log: &mut dyn FnMut(&str)) -> LossMode {
@@ -512,16 +552,13 @@ fn parse_loss(value: &str, scenario: Option<&Scenario>, log: &mut dyn FnMut(&str
                 None => (arg, None),
             };
             match (ms.trim().parse::<u64>(), label) {
-                (Ok(ms), None) => (
-                    LossMode::AfterHang { ms, label: None },
-                    "hang and hang-in-pass",
-                ),
+                (Ok(ms), None) => (LossMode::AfterHang { ms, label: None }, HANG_SCENARIOS),
                 (Ok(ms), Some(l)) if !l.is_empty() => (
                     LossMode::AfterHang {
                         ms,
                         label: Some(l.to_string()),
                     },
-                    "hang and hang-in-pass",
+                    HANG_SCENARIOS,
                 ),
                 _ => {
                     log(&format!(
@@ -543,7 +580,7 @@ fn parse_loss(value: &str, scenario: Option<&Scenario>, log: &mut dyn FnMut(&str
     let applies = match (&mode, scenario) {
         (_, None) => true,
         (LossMode::AfterRebind, Some(s)) => matches!(s, Scenario::UseAfterFree { .. }),
-        (_, Some(s)) => matches!(s, Scenario::Hang | Scenario::HangInPass(_)),
+        (_, Some(s)) => s.is_hang(),
     };
     if applies {
         return mode;
@@ -660,6 +697,13 @@ mod tests {
             loss(Some("hang-in-pass:main pass"), "after-hang: 0 @a@b:c"),
             (after(0, Some("a@b:c")), vec![])
         );
+        assert_eq!(
+            loss(
+                Some("hang-in-pipeline:main_opaque_pass_3d"),
+                "after-hang:300@a"
+            ),
+            (after(300, Some("a")), vec![])
+        );
         assert_eq!(loss(None, "after-hang:5"), (after(5, None), vec![]));
         for bad in [
             "after-hang",
@@ -681,7 +725,9 @@ mod tests {
             let (mode, lines) = loss(Some(other), "after-hang:300@x");
             assert_eq!(mode, LossMode::AtFault, "{other}");
             assert!(
-                lines.len() == 1 && lines[0].contains("only applies to hang and hang-in-pass"),
+                lines.len() == 1
+                    && lines[0]
+                        .contains("only applies to hang, hang-in-pass and hang-in-pipeline, not"),
                 "{other}: {lines:?}"
             );
         }
@@ -731,6 +777,16 @@ mod tests {
             c.scenario,
             Some(Scenario::HangInPass("main pass:opaque".into()))
         );
+        assert!(lines.is_empty());
+        let (c, lines) = parse(Some("Hang-In-Pipeline:sky pipeline#2"), None, None, None);
+        let scenario = c.scenario.unwrap();
+        assert_eq!(scenario, Scenario::HangInPipeline("sky pipeline#2".into()));
+        assert_eq!(scenario.display(), "hang-in-pipeline:sky pipeline#2");
+        assert_eq!(
+            (scenario.name(), scenario.vendor_code(), scenario.label()),
+            ("hang-in-pipeline", 9, None)
+        );
+        assert!(scenario.records_wait() && scenario.is_hang() && !scenario.is_memory());
         assert!(lines.is_empty());
         // Labels may contain colons (wgpu labels are free text).
         assert_eq!(
@@ -850,7 +906,12 @@ mod tests {
                 "{memory}"
             );
         }
-        for other in ["hang", "stall:100", "hang-in-pass:main pass"] {
+        for other in [
+            "hang",
+            "stall:100",
+            "hang-in-pass:main pass",
+            "hang-in-pipeline:sky",
+        ] {
             let (file, lines) = aim(other);
             assert_eq!(file, None, "{other}");
             assert!(
@@ -974,20 +1035,29 @@ mod tests {
         assert_eq!((c.after, c.precision), (30, 4096));
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("unknown scenario"));
+        assert!(lines[0].contains("hang-in-pipeline:<label>"), "{lines:?}");
         assert_eq!(
-            hang_in_pass_target("main_opaque_pass_3d#2"),
+            hang_target("main_opaque_pass_3d#2"),
             ("main_opaque_pass_3d", 2)
         );
-        assert_eq!(hang_in_pass_target("pass#x"), ("pass#x", 1));
-        assert_eq!(hang_in_pass_target("pass#0"), ("pass#0", 1));
-        assert_eq!(hang_in_pass_target("#3"), ("#3", 1));
-        assert_eq!(hang_in_pass_target("plain"), ("plain", 1));
+        assert_eq!(hang_target("pass#x"), ("pass#x", 1));
+        assert_eq!(hang_target("pass#0"), ("pass#0", 1));
+        assert_eq!(hang_target("#3"), ("#3", 1));
+        assert_eq!(hang_target("plain"), ("plain", 1));
         let (c, lines) = parse(Some("hang-in-pass"), None, None, None);
         assert_eq!(c.scenario, None);
         assert!(
             lines.len() == 1 && lines[0].contains("debug label"),
             "{lines:?}"
         );
+        for bad in ["hang-in-pipeline", "hang-in-pipeline:"] {
+            let (c, lines) = parse(Some(bad), None, None, None);
+            assert_eq!(c.scenario, None, "{bad}");
+            assert!(
+                lines.len() == 1 && lines[0].contains("debug name of the pipeline"),
+                "{bad}: {lines:?}"
+            );
+        }
         for bad in ["stall", "stall:", "stall:soon", "stall:-5"] {
             let (c, lines) = parse(Some(bad), None, None, None);
             assert_eq!(c.scenario, None, "{bad}");

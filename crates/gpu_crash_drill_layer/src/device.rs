@@ -9,6 +9,7 @@ use std::ffi::c_void;
 use ash::vk::{self, Handle};
 use vulkan_fault_ffi::{DeviceFaultDebugInfoKHR, DeviceFaultInfoKHR};
 
+use crate::commands;
 use crate::dispatch::{self, dev_of, DeviceData, NO_DEVICE};
 use crate::fault::{self, SubmitAction};
 use crate::log::guard;
@@ -507,7 +508,14 @@ pub(crate) unsafe extern "system" fn set_debug_utils_object_name(
                         dispatch::c_str(i.p_object_name).map(|s| s.to_string_lossy().into_owned()),
                     )
                 };
-                dev.lock().tracker.set_name(ty, handle, name);
+                let mut st = dev.lock();
+                if ty == vk::ObjectType::PIPELINE {
+                    if let Some(want) = commands::hang_pipeline_label(&dev) {
+                        st.commands
+                            .name_pipeline(handle, name.as_deref() == Some(want));
+                    }
+                }
+                st.tracker.set_name(ty, handle, name);
             }
             r
         },

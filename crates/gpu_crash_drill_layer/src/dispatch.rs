@@ -140,6 +140,8 @@ fn_table!(
         set_event: PFN_vkSetEvent = c"vkSetEvent",
         cmd_wait_events: PFN_vkCmdWaitEvents = c"vkCmdWaitEvents",
         cmd_begin_debug_utils_label: PFN_vkCmdBeginDebugUtilsLabelEXT = c"vkCmdBeginDebugUtilsLabelEXT",
+        cmd_bind_pipeline: PFN_vkCmdBindPipeline = c"vkCmdBindPipeline",
+        destroy_pipeline: PFN_vkDestroyPipeline = c"vkDestroyPipeline",
     }
 );
 

@@ -4,7 +4,7 @@
 //! fault records one [`FaultRecord`] and marks the device lost (or, with `after-rebind`, swallows
 //! submissions until the fault address is bound again, then marks it lost); a hang swallows the
 //! submission (and every later one) so fences and semaphores never signal, without losing the
-//! device. `stall` and `hang-in-pass` wait on the GPU instead: `commands.rs` records the wait, and
+//! device. `stall`, `hang-in-pass` and `hang-in-pipeline` wait on the GPU instead: `commands.rs` records the wait, and
 //! [`wait_submitted`] acts when the command buffer holding it is submitted. With
 //! `GPU_CRASH_DRILL_LOSS=after-hang:<ms>` a hang becomes a loss `<ms>` later, as when a driver's
 //! watchdog resets the GPU: [`lock_state`] applies it to whichever call comes first after that time,
@@ -220,7 +220,7 @@ pub(crate) fn wait_sliced(
 /// `after-hang`: `vkQueueWaitIdle` on a queue holding hung work (`queue`), or `vkDeviceWaitIdle`
 /// (`None`) once any queue does, blocks until the loss and returns `VK_ERROR_DEVICE_LOST`, as on a
 /// driver whose watchdog resets the GPU. The driver is not called: `hang`'s work never reached it,
-/// and its wait on `hang-in-pass`'s never-set event could not be interrupted. `None`: not blocked
+/// and its wait on the never-set event of `hang-in-pass` / `hang-in-pipeline` could not be interrupted. `None`: not blocked
 /// by a hang (call the driver).
 pub(crate) fn idle_blocked_by_hang(dev: &DeviceData, queue: Option<u64>) -> Option<vk::Result> {
     let LossMode::AfterHang { ms, .. } = dev.instance.config.loss else {
@@ -311,7 +311,9 @@ pub(crate) fn on_submit(dev: &DeviceData, queue: u64) -> SubmitAction {
     let precision = config.precision;
     let target = match &scenario {
         // Recorded into a command buffer (`commands.rs`); submissions themselves pass.
-        Scenario::Stall(_) | Scenario::HangInPass(_) => return SubmitAction::CallDown,
+        Scenario::Stall(_) | Scenario::HangInPass(_) | Scenario::HangInPipeline(_) => {
+            return SubmitAction::CallDown
+        }
         Scenario::Hang => {
             let record = FaultRecord {
                 scenario: Scenario::Hang,
@@ -558,27 +560,36 @@ pub(crate) fn wait_submitted(dev: &Arc<DeviceData>, cb: u64, queue: u64) {
             ));
             release_stall_after(dev.clone(), ms);
         }
-        Some(scenario @ Scenario::HangInPass(label)) => {
+        Some(scenario @ (Scenario::HangInPass(arg) | Scenario::HangInPipeline(arg))) => {
+            // The pass or pipeline's name, without the `#<n>` that picked the occurrence.
+            let label = crate::config::hang_target(arg).0;
+            let place = match scenario {
+                Scenario::HangInPipeline(_) => format!("at pipeline \"{label}\""),
+                _ => format!("in pass \"{label}\""),
+            };
             // What a watchdog would report; the device is not lost (only the KHR report shows it).
             let record = FaultRecord {
                 scenario: scenario.clone(),
                 description: format!(
-                    "crash drill: GPU hang (watchdog timeout) in pass \"{label}\" at submission {n}"
+                    "crash drill: GPU hang (watchdog timeout) {place} at submission {n}"
                 ),
                 address: None,
                 vendor: vec![VendorEntry {
-                    description: "gpu_crash_drill injected hang-in-pass (watchdog timeout)".into(),
+                    description: format!(
+                        "gpu_crash_drill injected {} (watchdog timeout)",
+                        scenario.name()
+                    ),
                     code: scenario.vendor_code(),
                     data: n,
                 }],
-                abort_message: format!("crash drill: watchdog timeout in pass \"{label}\""),
+                abort_message: format!("crash drill: watchdog timeout {place}"),
                 device_lost: false,
             };
             let note = loss_note(dev);
             record_hang(dev, &mut st, record);
             st.fault.note_hang(queue);
             log_line(&format!(
-                "hang in pass \"{label}\" reached the GPU with submission {n}; it never completes{note}"
+                "hang {place} reached the GPU with submission {n}; it never completes{note}"
             ));
         }
         _ => {}

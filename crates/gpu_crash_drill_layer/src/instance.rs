@@ -88,6 +88,10 @@ pub(crate) unsafe extern "system" fn create_instance(
                             config.after
                         )
                     }
+                    Scenario::HangInPipeline(_) => format!(
+                        "first command buffer that binds the pipeline after {} submissions",
+                        config.after
+                    ),
                     _ => format!("after {} submissions", config.after),
                 };
                 let loss = match &config.loss {

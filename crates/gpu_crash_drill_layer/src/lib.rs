@@ -225,6 +225,8 @@ fn command_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
             cmd_begin_debug_utils_label,
             vk::PFN_vkCmdBeginDebugUtilsLabelEXT
         )?,
+        b"vkCmdBindPipeline" => hook!(cmd_bind_pipeline, vk::PFN_vkCmdBindPipeline)?,
+        b"vkDestroyPipeline" => hook!(destroy_pipeline, vk::PFN_vkDestroyPipeline)?,
         _ => return None,
     })
 }
@@ -334,7 +336,12 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
             // The label command may only be known to the next layer's GIPA (see `create_device`).
             let label_via_gipa = name == b"vkCmdBeginDebugUtilsLabelEXT"
                 && dev.fns.cmd_begin_debug_utils_label.is_some();
-            return if dev.tracks_commands && (next.is_some() || label_via_gipa) {
+            // Binds are frequent: the pipeline hooks only where `hang-in-pipeline` needs them.
+            let wanted = match name {
+                b"vkCmdBindPipeline" | b"vkDestroyPipeline" => commands::tracks_pipelines(&dev),
+                _ => dev.tracks_commands,
+            };
+            return if wanted && (next.is_some() || label_via_gipa) {
                 Some(h)
             } else {
                 next

@@ -445,8 +445,8 @@ fn after_hang_with_a_memory_fault_logs_one_line_and_is_ignored() {
         lines
             .iter()
             .filter(|l| l.contains(
-                "GPU_CRASH_DRILL_LOSS=after-hang:300 only applies to hang and hang-in-pass, not \
-                 out-of-bounds; ignored"
+                "GPU_CRASH_DRILL_LOSS=after-hang:300 only applies to hang, hang-in-pass and \
+                 hang-in-pipeline, not out-of-bounds; ignored"
             ))
             .count(),
         1,
@@ -523,6 +523,101 @@ fn hang_in_pass_label_inside_render_pass() {
         lines
             .iter()
             .any(|l| l.contains("the wait follows the end of that instance")),
+        "{lines:?}"
+    );
+}
+
+/// Runs a `hang-in-pipeline` child case (AFTER=2, KHR) whose GPU must hang once, at submission
+/// `hung_at`, in the pipeline named "drill pipeline"; returns the layer's lines.
+fn hang_in_pipeline_case(case: &str, scenario: &str, hung_at: u32) -> Vec<String> {
+    let out = run_child(
+        case,
+        &[
+            ("GPU_CRASH_DRILL", scenario),
+            ("GPU_CRASH_DRILL_AFTER", "2"),
+            ("GPU_CRASH_DRILL_API", "khr"),
+        ],
+    );
+    let lines: Vec<String> = drill_lines(&out.stderr)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+    assert_eq!(
+        count("injected hang at pipeline \"drill pipeline\": command buffer 0x",),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(count("injected hang"), 1, "{lines:?}");
+    assert_eq!(
+        count(&format!(
+            "hang at pipeline \"drill pipeline\" reached the GPU with submission {hung_at}; it \
+             never completes"
+        )),
+        1,
+        "{lines:?}"
+    );
+    lines
+}
+
+/// A compute pipeline named through `vkSetDebugUtilsObjectNameEXT`, bound outside any render pass:
+/// the GPU hangs right after the bind, before the dispatch (not before the threshold, and not for
+/// another pipeline).
+#[test]
+fn hang_in_pipeline_stops_at_the_bind_of_a_compute_pipeline() {
+    let lines = hang_in_pipeline_case(
+        "hang-in-pipeline|compute",
+        "hang-in-pipeline:drill pipeline",
+        4,
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("inside a render pass")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "armed: hang-in-pipeline:drill pipeline via Khr fault API, first command buffer that \
+             binds the pipeline after 2 submissions"
+        )),
+        "{lines:?}"
+    );
+}
+
+/// Pipelines of another name, renamed away from the label, or unnamed never hang; the pipeline of that name,
+/// bound last, does (so the case also fails if binds are not watched at all).
+#[test]
+fn hang_in_pipeline_ignores_other_pipelines() {
+    hang_in_pipeline_case(
+        "hang-in-pipeline|others",
+        "hang-in-pipeline:drill pipeline",
+        6,
+    );
+}
+
+/// `#2`: the second command buffer that binds the pipeline hangs, however often the first binds it.
+#[test]
+fn hang_in_pipeline_counts_command_buffers_not_binds() {
+    hang_in_pipeline_case(
+        "hang-in-pipeline|second",
+        "hang-in-pipeline:drill pipeline#2",
+        4,
+    );
+}
+
+/// A graphics pipeline bound inside a render pass instance (where a host-stage wait is invalid): the
+/// wait follows the end of the instance.
+#[test]
+fn hang_in_pipeline_bound_inside_render_pass_waits_after_it() {
+    let lines = hang_in_pipeline_case(
+        "hang-in-pipeline|graphics",
+        "hang-in-pipeline:drill pipeline",
+        4,
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "(the pipeline was bound inside a render pass instance: the wait follows the end of \
+             that instance, the first valid point after the bind)"
+        )),
         "{lines:?}"
     );
 }
@@ -665,6 +760,18 @@ fn child_entry() {
         ["after-rebind-timeout"] => case_after_rebind_timeout(),
         ["hang-in-pass", order] => {
             case_hang_in_pass(*order == "inside");
+            // The GPU stays hung (lavapipe's queue thread spins forever): leave at once.
+            println!("DRILL-CASE-OK {case}");
+            exit_now(0);
+        }
+        ["hang-in-pipeline", which] => {
+            match *which {
+                "compute" => case_hang_in_pipeline_compute(),
+                "others" => case_hang_in_pipeline_others(),
+                "second" => case_hang_in_pipeline_second(),
+                "graphics" => case_hang_in_pipeline_graphics(),
+                _ => panic!("unknown case {case}"),
+            }
             // The GPU stays hung (lavapipe's queue thread spins forever): leave at once.
             println!("DRILL-CASE-OK {case}");
             exit_now(0);
@@ -1028,6 +1135,151 @@ fn case_hang_in_pass(label_inside_pass: bool) {
         // SAFETY: nothing else uses the device any more.
         unsafe { gpu.device.destroy_device(None) };
     }
+}
+
+/// Submits `hung` (which wrote marker 1 at word 0 of `out` before the pipeline's bind and marker 2
+/// at word 1 after its work) and checks that the GPU hangs between the two, the device is not lost
+/// and the KHR report names the pipeline.
+fn expect_hung_in_pipeline(gpu: &Gpu, hung: vk::CommandBuffer, out: &MappedBuffer) {
+    let fence = gpu.fence();
+    assert_eq!(gpu.submit_cb(hung, fence), vk::Result::SUCCESS);
+    assert_eq!(gpu.wait(fence, 1_500_000_000), vk::Result::TIMEOUT);
+    assert_eq!(
+        (out.read(0), out.read(1)),
+        (1, 0),
+        "the marker before the bind is written, the one after the pipeline's work is not"
+    );
+    // Hung, not lost: later submissions are accepted (and queue up behind the hang).
+    assert_eq!(gpu.submit(vk::Fence::null()), vk::Result::SUCCESS);
+    let (result, reports) = khr_reports(gpu, 0);
+    assert_eq!((result, reports.len()), (vk::Result::SUCCESS, 1));
+    assert!(reports[0]
+        .flags
+        .contains(DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT));
+    assert!(!reports[0].flags.contains(DeviceFaultFlagsKHR::DEVICE_LOST));
+    // SAFETY: NUL-terminated by the layer.
+    let desc = unsafe { CStr::from_ptr(reports[0].description.as_ptr()) }.to_string_lossy();
+    assert!(desc.contains("at pipeline \"drill pipeline\""), "{desc}");
+    assert_eq!(reports[0].vendor_info.vendor_fault_code, 9);
+}
+
+/// A command buffer that binds `pipeline` and dispatches once, submitted; it must complete.
+fn dispatch_completes(gpu: &Gpu, pipeline: vk::Pipeline) {
+    let cb = gpu.begin();
+    gpu.bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+    gpu.dispatch(cb);
+    gpu.end(cb);
+    timed_submit(gpu, cb);
+}
+
+/// A command buffer that writes marker 1, binds `pipeline`, dispatches, writes marker 2.
+fn record_dispatch_between_markers(
+    gpu: &Gpu,
+    out: &MappedBuffer,
+    pipeline: vk::Pipeline,
+) -> vk::CommandBuffer {
+    let cb = gpu.begin();
+    gpu.marker(cb, vk::PipelineStageFlags::TRANSFER, out.buffer, 0, 1);
+    gpu.bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+    gpu.dispatch(cb);
+    gpu.marker(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, out.buffer, 4, 2);
+    gpu.end(cb);
+    cb
+}
+
+/// `hang-in-pipeline:drill pipeline` (AFTER=2): before the threshold the bind does nothing; after
+/// it, another pipeline completes and the named one hangs (submission 4).
+fn case_hang_in_pipeline_compute() {
+    watchdog(60);
+    let gpu = Gpu::with_extensions(Api::Khr, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(4);
+    let drill = gpu.compute_pipeline(Some("drill pipeline"));
+    let other = gpu.compute_pipeline(Some("other pipeline"));
+    dispatch_completes(&gpu, drill);
+    gpu.submit_ok(1);
+    dispatch_completes(&gpu, other);
+    let hung = record_dispatch_between_markers(&gpu, &out, drill);
+    expect_hung_in_pipeline(&gpu, hung, &out);
+}
+
+/// `hang-in-pipeline:drill pipeline` (AFTER=2): past the threshold, pipelines that are not (or no
+/// longer) named "drill pipeline" complete (submissions 3-5); the one that is hangs (submission 6).
+/// (A destroyed pipeline's handle is not checked here: lavapipe does not hand it out again soon, so
+/// only the tracker's unit test covers forgetting it.)
+fn case_hang_in_pipeline_others() {
+    watchdog(60);
+    let gpu = Gpu::with_extensions(Api::Khr, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(4);
+    gpu.submit_ok(2);
+    let other = gpu.compute_pipeline(Some("other pipeline"));
+    dispatch_completes(&gpu, other);
+    // Renamed away from the label.
+    let renamed = gpu.compute_pipeline(Some("drill pipeline"));
+    gpu.name(renamed, "renamed pipeline");
+    dispatch_completes(&gpu, renamed);
+    let unnamed = gpu.compute_pipeline(None);
+    dispatch_completes(&gpu, unnamed);
+    let drill = gpu.compute_pipeline(Some("drill pipeline"));
+    let hung = record_dispatch_between_markers(&gpu, &out, drill);
+    expect_hung_in_pipeline(&gpu, hung, &out);
+}
+
+/// `hang-in-pipeline:drill pipeline#2` (AFTER=2): the first command buffer that binds it (twice,
+/// submission 3) completes; the second (submission 4) hangs.
+fn case_hang_in_pipeline_second() {
+    watchdog(60);
+    let gpu = Gpu::with_extensions(Api::Khr, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(4);
+    let drill = gpu.compute_pipeline(Some("drill pipeline"));
+    gpu.submit_ok(2);
+    let first = gpu.begin();
+    for _ in 0..2 {
+        gpu.bind_pipeline(first, vk::PipelineBindPoint::COMPUTE, drill);
+        gpu.dispatch(first);
+    }
+    gpu.end(first);
+    timed_submit(&gpu, first);
+    let hung = record_dispatch_between_markers(&gpu, &out, drill);
+    expect_hung_in_pipeline(&gpu, hung, &out);
+}
+
+/// `hang-in-pipeline:drill pipeline` (AFTER=2) on a graphics pipeline bound inside a render pass
+/// instance: another pipeline's pass completes (submission 3); the named one's command buffer
+/// (submission 4) hangs after its pass ends.
+fn case_hang_in_pipeline_graphics() {
+    watchdog(60);
+    let gpu = Gpu::with_extensions(Api::Khr, false, &[vk::AMD_BUFFER_MARKER_NAME]);
+    let out = gpu.mapped_buffer(4);
+    let pass = gpu.empty_render_pass();
+    let drill = gpu.graphics_pipeline(pass.0, Some("drill pipeline"));
+    let other = gpu.graphics_pipeline(pass.0, Some("other pipeline"));
+    gpu.submit_ok(2);
+    let draw_with = |cb, pipeline| {
+        gpu.begin_pass(cb, pass);
+        gpu.bind_pipeline(cb, vk::PipelineBindPoint::GRAPHICS, pipeline);
+        gpu.draw(cb);
+        gpu.end_pass(cb);
+    };
+    let plain = gpu.begin();
+    draw_with(plain, other);
+    gpu.end(plain);
+    timed_submit(&gpu, plain);
+    let hung = gpu.begin();
+    gpu.marker(hung, vk::PipelineStageFlags::TRANSFER, out.buffer, 0, 1);
+    draw_with(hung, drill);
+    gpu.marker(
+        hung,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        out.buffer,
+        4,
+        2,
+    );
+    gpu.end(hung);
+    expect_hung_in_pipeline(&gpu, hung, &out);
+    // Teardown after a hang: the layer releases its wait in vkDestroyDevice and lets the work drain
+    // first, so destroying the device returns (the watchdog fails the case otherwise).
+    // SAFETY: nothing else uses the device any more.
+    unsafe { gpu.device.destroy_device(None) };
 }
 
 fn case_after_rebind() {

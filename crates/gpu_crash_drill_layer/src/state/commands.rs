@@ -2,7 +2,7 @@
 //! level and render pass state, so the layer's own commands land only where they are valid
 //! (the hooks that keep it are in `commands.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Where a command buffer's recording stands with respect to render pass instances.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,9 +24,13 @@ struct CommandBufferState {
     pool: u64,
     primary: bool,
     pass: PassState,
-    /// The `hang-in-pass` label began inside a render pass instance: the wait goes in right after
-    /// the instance ends (the first valid point after the label).
+    /// The `hang-in-pass` label began (or the `hang-in-pipeline` pipeline was bound) inside a render
+    /// pass instance: the wait goes in right after the instance ends (the first valid point after
+    /// it).
     hang_pending: bool,
+    /// This recording bound the `hang-in-pipeline` pipeline after the threshold (and was counted
+    /// toward its `#n` already).
+    bound_hang_pipeline: bool,
 }
 
 /// Per-device command pool and command buffer bookkeeping.
@@ -35,6 +39,9 @@ pub(crate) struct CommandTracker {
     /// Pool → queue family index.
     pools: HashMap<u64, u32>,
     buffers: HashMap<u64, CommandBufferState>,
+    /// `hang-in-pipeline` only: the live pipelines whose debug name is its label (kept from
+    /// `vkSetDebugUtilsObjectNameEXT`, dropped on a rename and on `vkDestroyPipeline`).
+    hang_pipelines: HashSet<u64>,
     pub(crate) marker_in_pass_warned: bool,
 }
 
@@ -71,6 +78,7 @@ impl CommandTracker {
                     primary,
                     pass: PassState::Outside,
                     hang_pending: false,
+                    bound_hang_pipeline: false,
                 },
             );
         }
@@ -87,6 +95,7 @@ impl CommandTracker {
     pub(crate) fn begin(&mut self, cb: u64, continues_pass: bool) {
         if let Some(s) = self.buffers.get_mut(&cb) {
             s.hang_pending = false;
+            s.bound_hang_pipeline = false;
             s.pass = if continues_pass && !s.primary {
                 PassState::Inside { suspending: false }
             } else {
@@ -146,6 +155,35 @@ impl CommandTracker {
         }
     }
 
+    /// `vkSetDebugUtilsObjectNameEXT` on a pipeline: `matches` when the new name is the
+    /// `hang-in-pipeline` label (any other name, or none, drops it).
+    pub(crate) fn name_pipeline(&mut self, pipeline: u64, matches: bool) {
+        if matches {
+            self.hang_pipelines.insert(pipeline);
+        } else {
+            self.hang_pipelines.remove(&pipeline);
+        }
+    }
+
+    /// `vkDestroyPipeline`: the driver may hand the handle out again, to a pipeline of another name
+    /// or none.
+    pub(crate) fn forget_pipeline(&mut self, pipeline: u64) {
+        self.hang_pipelines.remove(&pipeline);
+    }
+
+    /// True when `pipeline` carries the `hang-in-pipeline` label.
+    pub(crate) fn is_hang_pipeline(&self, pipeline: u64) -> bool {
+        self.hang_pipelines.contains(&pipeline)
+    }
+
+    /// A bind of the `hang-in-pipeline` pipeline in `cb`: true for the first one of this recording
+    /// (each command buffer counts once toward `#n`).
+    pub(crate) fn first_hang_pipeline_bind(&mut self, cb: u64) -> bool {
+        self.buffers
+            .get_mut(&cb)
+            .is_some_and(|s| !std::mem::replace(&mut s.bound_hang_pipeline, true))
+    }
+
     /// True when a known command buffer is inside (or between the parts of) a render pass instance.
     pub(crate) fn in_pass(&self, cb: u64) -> bool {
         self.buffers
@@ -191,5 +229,29 @@ mod tests {
         assert_eq!(t.insertable(99), None);
         assert_eq!(t.destroy_pool(1).len(), 2);
         assert!(t.pool_buffers(1).is_empty());
+    }
+
+    #[test]
+    fn hang_pipelines_follow_names_and_destroys_and_count_once_per_recording() {
+        let mut t = CommandTracker::default();
+        t.name_pipeline(7, true);
+        t.name_pipeline(8, false);
+        assert!(t.is_hang_pipeline(7) && !t.is_hang_pipeline(8));
+        // Renamed to another name: no longer the target.
+        t.name_pipeline(7, false);
+        assert!(!t.is_hang_pipeline(7));
+        // Destroyed: a later pipeline with the same handle is not the target until named so.
+        t.name_pipeline(7, true);
+        t.forget_pipeline(7);
+        assert!(!t.is_hang_pipeline(7));
+        t.create_pool(1, 0);
+        t.allocate(1, true, &[10]);
+        t.begin(10, false);
+        assert!(t.first_hang_pipeline_bind(10));
+        assert!(!t.first_hang_pipeline_bind(10));
+        // A new recording counts again; an unknown command buffer never does.
+        t.begin(10, false);
+        assert!(t.first_hang_pipeline_bind(10));
+        assert!(!t.first_hang_pipeline_bind(99));
     }
 }

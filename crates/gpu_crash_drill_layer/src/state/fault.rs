@@ -26,8 +26,8 @@ pub(crate) struct VendorEntry {
     pub data: u64,
 }
 
-/// `vendorFaultCode` of the entry a loss after a simulated GPU reset adds (the scenarios use 1-6,
-/// see `Scenario::vendor_code`).
+/// `vendorFaultCode` of the entry a loss after a simulated GPU reset adds (the scenarios use 1-6, 8
+/// and 9, see `Scenario::vendor_code`).
 pub(crate) const VENDOR_CODE_RESET: u64 = 7;
 
 /// What the drill injected.
@@ -50,7 +50,7 @@ impl FaultRecord {
             ..Default::default()
         };
         info.flags = DeviceFaultFlagsKHR::VENDOR;
-        if matches!(self.scenario, Scenario::Hang | Scenario::HangInPass(_)) {
+        if self.scenario.is_hang() {
             info.flags |= DeviceFaultFlagsKHR::WATCHDOG_TIMEOUT;
         }
         if self.device_lost {
@@ -102,11 +102,12 @@ pub(crate) struct FaultState {
     /// `GPU_CRASH_DRILL_AIM`: the last first line without a label that was logged (each is logged once).
     pub(crate) aim_no_label: Option<String>,
     pub(crate) wait: WaitInjection,
-    /// `hang-in-pass`: matching labels seen after the threshold (the wait goes at the wanted one).
-    pub(crate) hang_labels_seen: u32,
+    /// `hang-in-pass`: matching labels seen after the threshold; `hang-in-pipeline`: command buffers
+    /// that bound the pipeline after the threshold (the wait goes at the wanted one).
+    pub(crate) hang_matches_seen: u32,
     /// `after-rebind`: the GPU is "dead" (submissions swallowed) and this many were swallowed so far.
     pub(crate) dead: Option<u64>,
-    /// When a hang (`hang`, `hang-in-pass`) began: `after-hang` loses the device its delay later.
+    /// When a hang (`hang`, `hang-in-pass`, `hang-in-pipeline`) began: `after-hang` loses the device its delay later.
     pub(crate) hang_at: Option<Instant>,
     /// Queues holding hung work (raw handles): with `after-hang`, their idle waits end in the loss.
     pub(crate) hung_queues: Vec<u64>,

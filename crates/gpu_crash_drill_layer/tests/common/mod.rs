@@ -527,6 +527,108 @@ impl Gpu {
         unsafe { ext.cmd_write_buffer_marker(cb, stage, buffer, offset, value) };
     }
 
+    /// A compute pipeline of [`compute_spirv`] (no descriptor sets), named `name` if given.
+    pub fn compute_pipeline(&self, name: Option<&str>) -> vk::Pipeline {
+        let module = self.shader_module(&compute_spirv());
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main");
+        let info = vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(self.empty_pipeline_layout());
+        // SAFETY: valid device, module and layout.
+        let pipeline = unsafe {
+            self.device
+                .create_compute_pipelines(vk::PipelineCache::null(), &[info], None)
+        }
+        .map_err(|(_, e)| e)
+        .expect("create compute pipeline")[0];
+        // SAFETY: the pipeline holds what it needs of the module.
+        unsafe { self.device.destroy_shader_module(module, None) };
+        if let Some(n) = name {
+            self.name(pipeline, n);
+        }
+        pipeline
+    }
+
+    /// A graphics pipeline for subpass 0 of `pass` (from [`Gpu::empty_render_pass`]): the vertex
+    /// shader of [`vertex_spirv`] alone, rasterizer discard on (no fragment stage, viewport or
+    /// attachment state needed), named `name` if given.
+    pub fn graphics_pipeline(&self, pass: vk::RenderPass, name: Option<&str>) -> vk::Pipeline {
+        let module = self.shader_module(&vertex_spirv());
+        let stages = [vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::VERTEX)
+            .module(module)
+            .name(c"main")];
+        let vertex_input = vk::PipelineVertexInputStateCreateInfo::default();
+        let input_assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+            .topology(vk::PrimitiveTopology::POINT_LIST);
+        let rasterization = vk::PipelineRasterizationStateCreateInfo::default()
+            .rasterizer_discard_enable(true)
+            .polygon_mode(vk::PolygonMode::FILL)
+            .line_width(1.0);
+        let info = vk::GraphicsPipelineCreateInfo::default()
+            .stages(&stages)
+            .vertex_input_state(&vertex_input)
+            .input_assembly_state(&input_assembly)
+            .rasterization_state(&rasterization)
+            .layout(self.empty_pipeline_layout())
+            .render_pass(pass)
+            .subpass(0);
+        // SAFETY: valid device, module, layout and render pass; every state the spec requires with
+        // rasterizer discard is given.
+        let pipeline = unsafe {
+            self.device
+                .create_graphics_pipelines(vk::PipelineCache::null(), &[info], None)
+        }
+        .map_err(|(_, e)| e)
+        .expect("create graphics pipeline")[0];
+        // SAFETY: the pipeline holds what it needs of the module.
+        unsafe { self.device.destroy_shader_module(module, None) };
+        if let Some(n) = name {
+            self.name(pipeline, n);
+        }
+        pipeline
+    }
+
+    fn shader_module(&self, code: &[u32]) -> vk::ShaderModule {
+        let info = vk::ShaderModuleCreateInfo::default().code(code);
+        // SAFETY: valid device; `code` is a valid SPIR-V module.
+        unsafe { self.device.create_shader_module(&info, None) }.expect("create shader module")
+    }
+
+    /// A pipeline layout without sets or push constants (left alive: pipelines bound later use it).
+    fn empty_pipeline_layout(&self) -> vk::PipelineLayout {
+        let info = vk::PipelineLayoutCreateInfo::default();
+        // SAFETY: valid device and create info.
+        unsafe { self.device.create_pipeline_layout(&info, None) }.unwrap()
+    }
+
+    /// `vkCmdBindPipeline`.
+    pub fn bind_pipeline(
+        &self,
+        cb: vk::CommandBuffer,
+        bind_point: vk::PipelineBindPoint,
+        pipeline: vk::Pipeline,
+    ) {
+        // SAFETY: `cb` is recording; the pipeline matches the bind point (and the render pass
+        // instance, for a graphics pipeline bound inside one).
+        unsafe { self.device.cmd_bind_pipeline(cb, bind_point, pipeline) };
+    }
+
+    /// One workgroup of the bound compute pipeline.
+    pub fn dispatch(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is recording outside a render pass with a compute pipeline bound.
+        unsafe { self.device.cmd_dispatch(cb, 1, 1, 1) };
+    }
+
+    /// Three vertices (points) with the bound graphics pipeline.
+    pub fn draw(&self, cb: vk::CommandBuffer) {
+        // SAFETY: `cb` is inside a render pass instance with a compatible graphics pipeline bound.
+        unsafe { self.device.cmd_draw(cb, 3, 1, 0, 0) };
+    }
+
     pub fn name<H: Handle>(&self, handle: H, name: &str) {
         let name = CString::new(name).unwrap();
         let info = vk::DebugUtilsObjectNameInfoEXT::default()
@@ -631,6 +733,65 @@ impl Gpu {
             .unwrap_or_else(|| panic!("no binding report for 0x{handle:x}"));
         (msg.base, msg.size)
     }
+}
+
+/// Appends one SPIR-V instruction: its word count and opcode, then its operands.
+fn spirv_op(words: &mut Vec<u32>, opcode: u32, operands: &[u32]) {
+    words.push(((operands.len() as u32 + 1) << 16) | opcode);
+    words.extend_from_slice(operands);
+}
+
+/// A SPIR-V 1.0 module with `bound` ids, declaring `Shader` and `Logical GLSL450`, up to (without)
+/// its entry point.
+fn spirv_header(bound: u32) -> Vec<u32> {
+    let mut w = vec![0x0723_0203, 0x0001_0000, 0, bound, 0];
+    spirv_op(&mut w, 17, &[1]); // OpCapability Shader
+    spirv_op(&mut w, 14, &[0, 1]); // OpMemoryModel Logical GLSL450
+    w
+}
+
+/// `"main"` as SPIR-V string operand words (NUL-terminated, padded to a word).
+const SPIRV_MAIN: [u32; 2] = [u32::from_le_bytes(*b"main"), 0];
+
+/// A compute shader that does nothing (workgroup size 1x1x1), entry point `main`. Assembled here so
+/// the tests need no shader compiler; `naga` reads it back as `@compute @workgroup_size(1, 1, 1) fn
+/// main() {}`.
+pub fn compute_spirv() -> Vec<u32> {
+    let mut w = spirv_header(5);
+    // %1 main, %2 void, %3 fn() -> void, %4 its label.
+    spirv_op(&mut w, 15, &[5, 1, SPIRV_MAIN[0], SPIRV_MAIN[1]]); // OpEntryPoint GLCompute %1 "main"
+    spirv_op(&mut w, 16, &[1, 17, 1, 1, 1]); // OpExecutionMode %1 LocalSize 1 1 1
+    spirv_op(&mut w, 19, &[2]); // %2 = OpTypeVoid
+    spirv_op(&mut w, 33, &[3, 2]); // %3 = OpTypeFunction %2
+    spirv_op(&mut w, 54, &[2, 1, 0, 3]); // %1 = OpFunction %2 None %3
+    spirv_op(&mut w, 248, &[4]); // %4 = OpLabel
+    spirv_op(&mut w, 253, &[]); // OpReturn
+    spirv_op(&mut w, 56, &[]); // OpFunctionEnd
+    w
+}
+
+/// A vertex shader that writes `Position = vec4(0.0)`, entry point `main` (`naga` reads it back as a
+/// `@vertex` function returning `@builtin(position)`).
+pub fn vertex_spirv() -> Vec<u32> {
+    let mut w = spirv_header(11);
+    // %1 main, %2 void, %3 fn() -> void, %4 its label, %5 f32, %6 vec4, %7 *Output vec4,
+    // %8 the Position output, %9 0.0, %10 vec4(0.0).
+    spirv_op(&mut w, 15, &[0, 1, SPIRV_MAIN[0], SPIRV_MAIN[1], 8]); // OpEntryPoint Vertex %1 "main" %8
+    spirv_op(&mut w, 71, &[8, 11, 0]); // OpDecorate %8 BuiltIn Position
+    spirv_op(&mut w, 19, &[2]); // %2 = OpTypeVoid
+    spirv_op(&mut w, 33, &[3, 2]); // %3 = OpTypeFunction %2
+    spirv_op(&mut w, 22, &[5, 32]); // %5 = OpTypeFloat 32
+    spirv_op(&mut w, 23, &[6, 5, 4]); // %6 = OpTypeVector %5 4
+    spirv_op(&mut w, 32, &[7, 3, 6]); // %7 = OpTypePointer Output %6
+    spirv_op(&mut w, 59, &[7, 8, 3]); // %8 = OpVariable %7 Output
+    spirv_op(&mut w, 43, &[5, 9, 0]); // %9 = OpConstant %5 0.0
+    spirv_op(&mut w, 44, &[6, 10, 9, 9, 9, 9]); // %10 = OpConstantComposite %6 %9 %9 %9 %9
+    spirv_op(&mut w, 54, &[2, 1, 0, 3]); // %1 = OpFunction %2 None %3
+    spirv_op(&mut w, 248, &[4]); // %4 = OpLabel
+    spirv_op(&mut w, 62, &[8, 10]); // OpStore %8 %10
+    spirv_op(&mut w, 253, &[]); // OpReturn
+    spirv_op(&mut w, 56, &[]); // OpFunctionEnd
+    w
 }
 
 /// A persistently mapped host-coherent buffer.
