@@ -49,7 +49,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{AsBindGroup, PipelineCache, PipelineDescriptor, ShaderType};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy::shader::{Shader, ShaderRef};
-use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport};
+use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, RunningBasis};
 use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(3);
@@ -58,6 +58,11 @@ const SHADER_PATH: &str = "shaders/endless_loop.wgsl";
 /// The frame (main world) from which the game tells the shader to loop forever, once its pipeline
 /// exists (so the hang starts within a frame of the line the parent times it by).
 const LOOP_FOREVER_AT: u32 = 40;
+/// The phase before the first camera (the plugin's label for it).
+const PRE_CAMERA: &str = bevy_gpu_crash_reporter::gpu_crash_core::PRE_CAMERA_LABEL;
+/// `finite` in the child's environment: the game never tells the shader to loop forever (drilled
+/// hangs).
+const LOOP_VAR: &str = "SHADER_HANG_LOOP";
 /// The child's line when it sets the loop to forever.
 const FOREVER_LINE: &str = "shader child: loop forever";
 /// How long the parent lets the child run: start-up on lavapipe (PBR pipelines compiled on 2 cores)
@@ -149,6 +154,157 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
         "{}",
         report.summary
     );
+    assert_names_the_endless_material(&report);
+}
+
+/// What was running: the stage's pipelines, ranked, the game's material first, named by its type,
+/// shader file and entity.
+fn assert_names_the_endless_material(report: &CrashReport) {
+    let running = report
+        .running
+        .as_ref()
+        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary));
+    assert_eq!(running.basis, RunningBasis::QueuedInStage);
+    assert_eq!(running.stage, "Core3d MainPass");
+    assert_eq!(running.camera.as_deref(), Some("main"));
+    let first = &running.candidates[0];
+    assert_eq!(
+        first.material.as_deref(),
+        Some("shader_hang::EndlessMaterial"),
+        "{running:#?}"
+    );
+    assert_eq!(first.main_shader(), Some(SHADER_PATH), "{running:#?}");
+    assert!(
+        first
+            .entities
+            .iter()
+            .any(|e| e.name.as_deref() == Some("glowing crystal")),
+        "{running:#?}"
+    );
+    // Bevy's own PBR pipeline for the level's StandardMaterial meshes is queued there too.
+    assert!(
+        running.candidates.len() >= 2
+            && running.candidates[1..]
+                .iter()
+                .all(|c| !c.shaders.iter().any(|s| s.is_own())),
+        "{running:#?}"
+    );
+    assert!(
+        report.summary.contains("likely EndlessMaterial (shaders/endless_loop.wgsl"),
+        "{}",
+        report.summary
+    );
+}
+
+/// The drill's `hang-in-pipeline`, in the pipeline Bevy made for the game's material (Bevy labels
+/// it `opaque_mesh_pipeline`, its own StandardMaterial one `pbr_opaque_mesh_pipeline`): the GPU
+/// really stops right after the main pass that binds it, the shader itself never loops forever,
+/// and the report names the same material, shader file and entity.
+#[test]
+fn a_hang_drilled_in_the_game_material_pipeline_names_its_material_shader_and_entity() {
+    let report = drilled_report(
+        "shader-hang-drilled-material",
+        "hang-in-pipeline:opaque_mesh_pipeline",
+    );
+    assert_eq!(
+        report.gpu_stage.as_deref(),
+        Some("Core3d MainPass of camera \"main\""),
+        "{}",
+        report.summary
+    );
+    assert_names_the_endless_material(&report);
+}
+
+/// The drill's hang in one of Bevy's own pipelines, StandardMaterial's shadow and prepass pipeline
+/// (`pbr_prepass_pipeline`; the game material's is `prepass_pipeline`): the first pass that binds
+/// it is a shadow pass (the point light's, before the cameras, or the directional light's first
+/// cascade, in the main camera's prepass stage), and the report ranks that pipeline first, with no
+/// game shader above it.
+#[test]
+fn a_hang_drilled_in_a_bevy_pipeline_names_that_pipeline() {
+    let report = drilled_report(
+        "shader-hang-drilled-bevy",
+        "hang-in-pipeline:pbr_prepass_pipeline",
+    );
+    let running = report
+        .running
+        .as_ref()
+        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary));
+    // Which shadow pass binds it first depends on which shadow phases had meshes in that frame.
+    let (camera, stage) = match report.gpu_stage.as_deref() {
+        Some(PRE_CAMERA) => (None, PRE_CAMERA),
+        Some("Core3d Prepass of camera \"main\"") => (Some("main"), "Core3d Prepass"),
+        other => panic!("hung in a shadow pass, not {other:?}: {}", report.summary),
+    };
+    assert_eq!(
+        (running.camera.as_deref(), running.stage.as_str()),
+        (camera, stage)
+    );
+    let first = &running.candidates[0];
+    assert_eq!(
+        first.label.as_deref(),
+        Some("pbr_prepass_pipeline"),
+        "{running:#?}"
+    );
+    assert_eq!(
+        first.main_shader(),
+        Some("embedded://bevy_pbr/prepass/prepass.wgsl"),
+        "{running:#?}"
+    );
+    // The cascades' pipeline is listed with its draw list.
+    assert!(
+        running.candidates.iter().any(|c| c.label.as_deref()
+            == Some("pbr_prepass_pipeline")
+            && c.passes.iter().any(|p| p == "Shadow")),
+        "{running:#?}"
+    );
+    assert!(
+        report.summary.contains("likely pbr_prepass_pipeline"),
+        "{}",
+        report.summary
+    );
+}
+
+/// Runs the child under the drill's `scenario` with the shader's loop left finite; returns its one
+/// hang report once it ended with `OnHang::Exit`'s code.
+fn drilled_report(name: &str, scenario: &str) -> CrashReport {
+    let dir = common::scratch_dir(name);
+    let reports_dir = dir.join("reports");
+    let mut child = common::child_command(&reports_dir, Some(scenario))
+        .env(LOOP_VAR, "finite")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        stderr
+            .lines()
+            .map_while(Result::ok)
+            .fold(String::new(), |log, line| log + &line + "\n")
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > CHILD_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = reader.join().unwrap();
+    assert!(
+        log.contains("injected hang at pipeline"),
+        "the drill hung the GPU at the pipeline: {log}"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(3), "{log}");
+    let reports = common::read_reports(&reports_dir);
+    assert_eq!(reports.len(), 1, "{log}");
+    let report = reports.into_iter().next().unwrap();
+    assert_eq!(report.kind, CrashKind::GpuHang, "{}", report.summary);
+    report
 }
 
 /// `gpu_breadcrumbs: false` is honoured on a CPU device too: the hang is reported, in its frame,
@@ -309,7 +465,8 @@ fn loop_forever_at_frame_40(
 ) {
     *frame += 1;
     // Relaxed: see `note_endless_pipeline`.
-    if !*done && *frame >= LOOP_FOREVER_AT && ready.0.load(Ordering::Relaxed) {
+    let forever = std::env::var(LOOP_VAR).as_deref() != Ok("finite");
+    if forever && !*done && *frame >= LOOP_FOREVER_AT && ready.0.load(Ordering::Relaxed) {
         if let Some(mut material) = materials.get_mut(&endless.0) {
             material.params.stop_after = u32::MAX;
             *done = true;

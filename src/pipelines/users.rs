@@ -91,9 +91,11 @@ pub(super) fn refresh_pipeline_users(
         let Some(shaders) = pipeline_shaders.0.get(id as usize) else {
             continue;
         };
-        let users = groups
+        // The fragment (or compute) shader decides: materials share Bevy's vertex shader.
+        let users = shaders
             .iter()
-            .find(|g| g.shaders.iter().any(|s| shaders.contains(s)))
+            .rev()
+            .find_map(|shader| groups.iter().find(|g| g.shaders.contains(shader)))
             .map(|g| PipelineUsers {
                 material: type_names.0.get(&g.type_id).cloned(),
                 entities: g
