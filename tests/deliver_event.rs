@@ -216,6 +216,72 @@ fn fingerprint_ignores_addresses_but_not_verdict_or_culprit() {
     assert_eq!(suspect["extra"]["hang"]["stalled_ms"], 2000);
 }
 
+/// A hang with the pipelines queued in its stage: the first one's label, shader file and material are
+/// tags (searchable across players), and the fingerprint does not change with them (a ranked guess
+/// must not split one bug into several issues).
+#[test]
+fn a_hang_tags_its_first_pipeline_and_keeps_its_fingerprint() {
+    use bevy_gpu_crash_reporter::report::{
+        PipelineCandidate, PipelineKind, RunningBasis, RunningPipelines, ShaderStage,
+    };
+    let s = settings(tmp_dir("running-tags"));
+    let mut hang = gpu_hang();
+    hang.gpu_stage = Some("Core3d MainPass of camera \"main\"".into());
+    let before = sentry_event(&hang, &s)["fingerprint"].clone();
+    let candidate = |rank, label: &str, fragment: &str, material: Option<&str>| PipelineCandidate {
+        rank,
+        label: Some(label.into()),
+        kind: PipelineKind::Render,
+        shaders: vec![
+            ShaderStage {
+                stage: "vertex".into(),
+                path: Some("embedded://bevy_pbr/render/mesh.wgsl".into()),
+                entry_point: None,
+            },
+            ShaderStage {
+                stage: "fragment".into(),
+                path: Some(fragment.into()),
+                entry_point: None,
+            },
+        ],
+        shader_defs: vec![],
+        passes: vec!["Opaque3d".into()],
+        batches: 1,
+        material: material.map(str::to_owned),
+        entities: vec![],
+        entity_count: 0,
+    };
+    hang.running = Some(RunningPipelines {
+        basis: RunningBasis::QueuedInStage,
+        frame: 14,
+        camera: Some("main".into()),
+        stage: "Core3d MainPass".into(),
+        candidates: vec![
+            candidate(
+                1,
+                "opaque_mesh_pipeline",
+                "shaders/water.wgsl",
+                Some("game::WaterMaterial"),
+            ),
+            candidate(
+                2,
+                "pbr_opaque_mesh_pipeline",
+                "embedded://bevy_pbr/render/pbr.wgsl",
+                None,
+            ),
+        ],
+    });
+    let e = sentry_event(&hang, &s);
+    assert_eq!(e["tags"]["gpu.pipeline"], "opaque_mesh_pipeline");
+    assert_eq!(e["tags"]["gpu.shader"], "shaders/water.wgsl");
+    assert_eq!(e["tags"]["gpu.material"], "game::WaterMaterial");
+    assert_eq!(e["fingerprint"], before);
+    // Without the list there are no such tags.
+    hang.running = None;
+    let e = sentry_event(&hang, &s);
+    assert!(e["tags"].get("gpu.shader").is_none(), "{}", e["tags"]);
+}
+
 /// A report with 100k recent events and a fault with 50k nearby events: the event stays under
 /// 1 MiB, says what was trimmed, and the attachment stays under its bound.
 #[test]

@@ -190,7 +190,9 @@ fn assert_names_the_endless_material(report: &CrashReport) {
         "{running:#?}"
     );
     assert!(
-        report.summary.contains("likely EndlessMaterial (shaders/endless_loop.wgsl"),
+        report
+            .summary
+            .contains("likely EndlessMaterial (shaders/endless_loop.wgsl"),
         "{}",
         report.summary
     );
@@ -253,9 +255,11 @@ fn a_hang_drilled_in_a_bevy_pipeline_names_that_pipeline() {
     );
     // The cascades' pipeline is listed with its draw list.
     assert!(
-        running.candidates.iter().any(|c| c.label.as_deref()
-            == Some("pbr_prepass_pipeline")
-            && c.passes.iter().any(|p| p == "Shadow")),
+        running
+            .candidates
+            .iter()
+            .any(|c| c.label.as_deref() == Some("pbr_prepass_pipeline")
+                && c.passes.iter().any(|p| p == "Shadow")),
         "{running:#?}"
     );
     assert!(

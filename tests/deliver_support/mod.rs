@@ -192,6 +192,7 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
             .collect(),
         gpu_stage: None,
         breadcrumbs: Vec::new(),
+        running: None,
         events_after_fault: Vec::new(),
         device_generation: 1,
         crashes_this_run: 1,
