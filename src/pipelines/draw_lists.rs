@@ -66,7 +66,7 @@ impl BatchSetPipeline for ShadowBatchSetKey {
 
 /// The frame's draw lists, grouped by (camera, stage).
 #[derive(Default)]
-struct DrawLists {
+pub(super) struct DrawLists {
     /// Camera main entity -> its breadcrumb label.
     cameras: Vec<(Entity, Arc<str>)>,
     lists: Vec<PassPipelines>,
@@ -224,17 +224,22 @@ pub(super) fn record_draw_lists(
     cameras: Query<(&ExtractedView, &BreadcrumbCamera)>,
     phases: Phases,
     mut in_use: ResMut<PipelinesInUse>,
+    mut lists: Local<DrawLists>,
+    mut ids: Local<Vec<u64>>,
 ) {
     let (Some(ledger), Some(frame)) = (ledger, reporter.gpu_frame()) else {
         return;
     };
-    let mut lists = DrawLists {
-        cameras: cameras
+    // Last frame's vectors are reused: a frame like the last allocates nothing.
+    lists.cameras.clear();
+    lists.cameras.extend(
+        cameras
             .iter()
-            .map(|(view, label)| (view.retained_view_entity.main_entity.id(), label.0.clone()))
-            .collect(),
-        lists: Vec::new(),
-    };
+            .map(|(view, label)| (view.retained_view_entity.main_entity.id(), label.0.clone())),
+    );
+    for list in &mut lists.lists {
+        list.uses.clear();
+    }
     let camera_stage = |stage: &'static str| {
         move |lists: &DrawLists, view: &RetainedViewEntity| lists.camera_place(view, stage)
     };
@@ -271,17 +276,20 @@ pub(super) fn record_draw_lists(
     );
     lists.sorted(phases.transmissive.as_deref(), "Transmissive3d");
     lists.sorted(phases.transparent.as_deref(), "Transparent3d");
+    lists.lists.retain(|l| !l.uses.is_empty());
 
-    let mut ids: Vec<u64> = lists
-        .lists
-        .iter()
-        .flat_map(|l| l.uses.iter().map(|u| u.pipeline))
-        .collect();
+    ids.clear();
+    ids.extend(
+        lists
+            .lists
+            .iter()
+            .flat_map(|l| l.uses.iter().map(|u| u.pipeline)),
+    );
     ids.sort_unstable();
     ids.dedup();
-    if ids != in_use.ids {
-        in_use.ids = ids;
+    if *ids != in_use.ids {
+        in_use.ids.clone_from(&ids);
         in_use.changes += 1;
     }
-    ledger.0.record_frame(frame, lists.lists);
+    ledger.0.record_frame(frame, &lists.lists);
 }

@@ -65,8 +65,9 @@ impl PipelineLedger {
     }
 
     /// The draw lists of GPU frame `frame` (the frame the application's GPU ledger began last).
-    /// The same lists as the previous frame's are kept once.
-    pub fn record_frame(&self, frame: u64, passes: Vec<PassPipelines>) {
+    /// The same lists as the previous frame's are kept once, and copied only when they differ: a
+    /// frame like the last allocates nothing.
+    pub fn record_frame(&self, frame: u64, passes: &[PassPipelines]) {
         let mut ledger = self.lock();
         let lists = match ledger.frames.back() {
             Some((_, last)) if **last == *passes => last.clone(),
@@ -219,7 +220,7 @@ mod tests {
         let main: Arc<str> = Arc::from("main");
         ledger.record_frame(
             10,
-            vec![
+            &[
                 PassPipelines {
                     camera: Some(main.clone()),
                     stage: "Core3d Prepass",
@@ -292,7 +293,7 @@ mod tests {
             let list = [(1, "Shadow", 1), (3, "Shadow", 1)];
             ledger.record_frame(
                 frame,
-                vec![PassPipelines {
+                &[PassPipelines {
                     camera: None,
                     stage: "Before cameras",
                     uses: uses(&list[..n]),
@@ -307,7 +308,7 @@ mod tests {
         let before = ledger.lock().frames.back().unwrap().1.clone();
         ledger.record_frame(
             21,
-            vec![PassPipelines {
+            &[PassPipelines {
                 camera: None,
                 stage: "Before cameras",
                 uses: uses(&[(1, "Shadow", 1)]),
@@ -324,7 +325,7 @@ mod tests {
         let ledger = ledger();
         ledger.record_frame(
             1,
-            vec![PassPipelines {
+            &[PassPipelines {
                 camera: None,
                 stage: "s",
                 uses: uses(&[(99, "Opaque3d", 1), (1, "Opaque3d", 1)]),
