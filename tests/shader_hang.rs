@@ -78,37 +78,7 @@ fn endless_shader_report(name: &str, env: &[(&str, &str)]) -> CrashReport {
     for (k, v) in env {
         command.env(k, v);
     }
-    command.stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn child");
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    // The child's log, and the wall-clock time its "loop forever" line arrived.
-    let reader = std::thread::spawn(move || {
-        let mut log = String::new();
-        let mut forever_at = None;
-        for line in stderr.lines().map_while(Result::ok) {
-            if forever_at.is_none() && line.contains(FOREVER_LINE) {
-                forever_at = Some(SystemTime::now());
-            }
-            log.push_str(&line);
-            log.push('\n');
-        }
-        (log, forever_at)
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > CHILD_DEADLINE {
-            // The GPU is still hung and nothing ended the process: kill it; the report, if any,
-            // was on disk before.
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let (log, forever_at) = reader.join().unwrap();
+    let (status, log, forever_at) = run_child(command);
     let forever_at = forever_at.unwrap_or_else(|| panic!("the child never looped forever: {log}"));
     let reports = common::read_reports(&reports_dir);
     assert_eq!(
@@ -136,6 +106,43 @@ fn endless_shader_report(name: &str, env: &[(&str, &str)]) -> CrashReport {
         "OnHang::Exit ended the hung process: {log}"
     );
     reports.into_iter().next().unwrap()
+}
+
+/// Runs the child until it ends, or kills it at [`CHILD_DEADLINE`] (the GPU still hung and nothing
+/// ended the process; the report, if any, was on disk before). Returns its exit status (`None`:
+/// killed), its stderr, and the wall-clock time its "loop forever" line arrived.
+fn run_child(
+    mut command: std::process::Command,
+) -> (Option<std::process::ExitStatus>, String, Option<SystemTime>) {
+    command.stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn child");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        let mut forever_at = None;
+        for line in stderr.lines().map_while(Result::ok) {
+            if forever_at.is_none() && line.contains(FOREVER_LINE) {
+                forever_at = Some(SystemTime::now());
+            }
+            log.push_str(&line);
+            log.push('\n');
+        }
+        (log, forever_at)
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > CHILD_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (log, forever_at) = reader.join().unwrap();
+    (status, log, forever_at)
 }
 
 #[test]
@@ -274,31 +281,9 @@ fn a_hang_drilled_in_a_bevy_pipeline_names_that_pipeline() {
 fn drilled_report(name: &str, scenario: &str) -> CrashReport {
     let dir = common::scratch_dir(name);
     let reports_dir = dir.join("reports");
-    let mut child = common::child_command(&reports_dir, Some(scenario))
-        .env(LOOP_VAR, "finite")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn child");
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        stderr
-            .lines()
-            .map_while(Result::ok)
-            .fold(String::new(), |log, line| log + &line + "\n")
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > CHILD_DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let log = reader.join().unwrap();
+    let mut command = common::child_command(&reports_dir, Some(scenario));
+    command.env(LOOP_VAR, "finite");
+    let (status, log, _) = run_child(command);
     assert!(
         log.contains("injected hang at pipeline"),
         "the drill hung the GPU at the pipeline: {log}"
