@@ -44,17 +44,26 @@ use std::time::{Duration, Instant, SystemTime};
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::visibility::RenderLayers;
 use bevy::core_pipeline::tonemapping::Tonemapping;
+use bevy::core_pipeline::{Core3d, Core3dSystems};
 use bevy::pbr::{Material, MaterialPlugin};
 use bevy::prelude::*;
-use bevy::render::render_resource::{AsBindGroup, PipelineCache, PipelineDescriptor, ShaderType};
-use bevy::render::{Render, RenderApp, RenderSystems};
+use bevy::render::render_resource::{
+    AsBindGroup, CachedComputePipelineId, ComputePassDescriptor, ComputePipelineDescriptor,
+    PipelineCache, PipelineDescriptor, ShaderType,
+};
+use bevy::render::renderer::RenderContext;
+use bevy::render::{Render, RenderApp, RenderStartup, RenderSystems};
 use bevy::shader::{Shader, ShaderRef};
-use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, RunningBasis};
-use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
+use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, PipelineKind, RunningBasis};
+use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(3);
 /// The endless material's shader, under the assets dir.
 const SHADER_PATH: &str = "shaders/endless_loop.wgsl";
+/// The game's compute shader, its pipeline's label and its breadcrumb.
+const PARTICLES_SHADER: &str = "shaders/particles.wgsl";
+const PARTICLES_PIPELINE: &str = "particle_simulation_pipeline";
+const PARTICLES: &str = "game: particle simulation";
 /// The frame (main world) from which the game tells the shader to loop forever, once its pipeline
 /// exists (so the hang starts within a frame of the line the parent times it by).
 const LOOP_FOREVER_AT: u32 = 40;
@@ -276,6 +285,46 @@ fn a_hang_drilled_in_a_bevy_pipeline_names_that_pipeline() {
     );
 }
 
+/// The drill's hang at the bind of the game's own compute pipeline: the GPU stops inside the game's
+/// breadcrumb around the compute pass (before its dispatch), and the report names the compute
+/// pipeline and its shader file, noted by the game with `GpuBreadcrumbs::note_compute_pipeline`.
+#[test]
+fn a_hang_drilled_in_the_game_compute_pass_names_its_compute_pipeline() {
+    let report = drilled_report(
+        "shader-hang-drilled-compute",
+        &format!("hang-in-pipeline:{PARTICLES_PIPELINE}"),
+    );
+    assert_eq!(
+        report.gpu_stage.as_deref(),
+        Some(PARTICLES),
+        "{}",
+        report.summary
+    );
+    let running = report
+        .running
+        .as_ref()
+        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary));
+    assert_eq!(
+        (running.camera.as_deref(), running.stage.as_str()),
+        (None, PARTICLES)
+    );
+    let first = &running.candidates[0];
+    assert_eq!(first.kind, PipelineKind::Compute, "{running:#?}");
+    assert_eq!(
+        first.label.as_deref(),
+        Some(PARTICLES_PIPELINE),
+        "{running:#?}"
+    );
+    assert_eq!(first.main_shader(), Some(PARTICLES_SHADER), "{running:#?}");
+    assert!(
+        report
+            .summary
+            .contains("likely particle_simulation_pipeline (shaders/particles.wgsl)"),
+        "{}",
+        report.summary
+    );
+}
+
 /// Runs the child under the drill's `scenario` with the shader's loop left finite; returns its one
 /// hang report once it ended with `OnHang::Exit`'s code.
 fn drilled_report(name: &str, scenario: &str) -> CrashReport {
@@ -345,10 +394,14 @@ fn child() {
     common::small_shadow_maps(&mut app);
     let shader: Handle<Shader> = app.world().resource::<AssetServer>().load(SHADER_PATH);
     app.insert_resource(EndlessShader(shader.clone()));
+    let particles: Handle<Shader> = app.world().resource::<AssetServer>().load(PARTICLES_SHADER);
     app.sub_app_mut(RenderApp)
         .insert_resource(ready)
         .insert_resource(EndlessShader(shader))
-        .add_systems(Render, note_endless_pipeline.in_set(RenderSystems::Cleanup));
+        .insert_resource(ParticleShader(particles))
+        .add_systems(RenderStartup, queue_particle_pipeline)
+        .add_systems(Render, note_endless_pipeline.in_set(RenderSystems::Cleanup))
+        .add_systems(Core3d, simulate_particles.in_set(Core3dSystems::Prepass));
     let exit = app.run();
     common::exit_process(exit);
 }
@@ -371,6 +424,57 @@ impl Material for EndlessMaterial {
     fn fragment_shader() -> ShaderRef {
         SHADER_PATH.into()
     }
+}
+
+/// The particle simulation's compute shader (render world).
+#[derive(Resource)]
+struct ParticleShader(Handle<Shader>);
+
+/// The particle simulation's compute pipeline (render world).
+#[derive(Resource)]
+struct ParticlePipeline(CachedComputePipelineId);
+
+fn queue_particle_pipeline(
+    mut commands: Commands,
+    cache: Res<PipelineCache>,
+    shader: Res<ParticleShader>,
+) {
+    let id = cache.queue_compute_pipeline(ComputePipelineDescriptor {
+        label: Some(PARTICLES_PIPELINE.into()),
+        shader: shader.0.clone(),
+        entry_point: Some("main".into()),
+        ..default()
+    });
+    commands.insert_resource(ParticlePipeline(id));
+}
+
+/// The game's compute pass in each view's prepass stage, in a breadcrumb of its own that notes its
+/// pipeline (no draw list shows a compute pass).
+fn simulate_particles(
+    mut ctx: RenderContext,
+    breadcrumbs: GpuBreadcrumbs,
+    pipeline: Option<Res<ParticlePipeline>>,
+    cache: Res<PipelineCache>,
+) {
+    let Some(id) = pipeline.map(|p| p.0) else {
+        return;
+    };
+    let Some(compute) = cache.get_compute_pipeline(id) else {
+        return;
+    };
+    breadcrumbs.begin(&mut ctx, PARTICLES);
+    breadcrumbs.note_compute_pipeline(PARTICLES, id);
+    {
+        let mut pass = ctx
+            .command_encoder()
+            .begin_compute_pass(&ComputePassDescriptor {
+                label: Some("particles"),
+                timestamp_writes: None,
+            });
+        pass.set_pipeline(compute);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+    breadcrumbs.end(&mut ctx, PARTICLES);
 }
 
 /// The endless shader's handle, in both worlds.

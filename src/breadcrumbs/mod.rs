@@ -16,6 +16,7 @@ pub(crate) use core_pipeline::{BreadcrumbCamera, STAGES_3D};
 
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
+use bevy::render::render_resource::{CachedComputePipelineId, CachedRenderPipelineId};
 use bevy::render::renderer::{RenderContext, RenderDevice};
 #[cfg(feature = "core_pipeline")]
 use bevy::render::renderer::{RenderGraph, RenderGraphSystems};
@@ -38,6 +39,8 @@ pub(crate) struct BreadcrumbRecorder(pub gpu_crash_core::BreadcrumbRecorder);
 /// fn simulate_particles(mut ctx: RenderContext, breadcrumbs: GpuBreadcrumbs) {
 ///     breadcrumbs.begin(&mut ctx, "particle simulation");
 ///     // ... record the compute pass into ctx.command_encoder() ...
+///     // and, so a report stopped here names the pipeline and its shader file:
+///     // breadcrumbs.note_compute_pipeline("particle simulation", pipeline_id);
 ///     breadcrumbs.end(&mut ctx, "particle simulation");
 /// }
 /// ```
@@ -61,6 +64,25 @@ impl GpuBreadcrumbs<'_> {
     pub fn end(&self, ctx: &mut RenderContext, label: &'static str) {
         if let Some(buffer) = self.end_command_buffer(ctx.render_device(), label) {
             ctx.add_command_buffer(buffer);
+        }
+    }
+
+    /// The work labelled `label` (between [`Self::begin`] and [`Self::end`]) runs the compute
+    /// pipeline `pipeline` this frame: a report that stops inside `label` names the pipeline, its
+    /// shader file and defs. For a game's own compute passes, which no draw list shows.
+    pub fn note_compute_pipeline(&self, label: &'static str, pipeline: CachedComputePipelineId) {
+        self.note_pipeline(label, pipeline.id());
+    }
+
+    /// As [`Self::note_compute_pipeline`], for a render pipeline the game draws with outside
+    /// Bevy's render phases (a custom render node's own draws).
+    pub fn note_render_pipeline(&self, label: &'static str, pipeline: CachedRenderPipelineId) {
+        self.note_pipeline(label, pipeline.id());
+    }
+
+    fn note_pipeline(&self, label: &'static str, pipeline: usize) {
+        if let Some(recorder) = &self.recorder {
+            recorder.0.note_pipeline(label, pipeline as u64);
         }
     }
 

@@ -60,6 +60,19 @@ impl BreadcrumbRecorder {
         })
     }
 
+    /// The labelled work `label` (begun with [`Self::command_buffer`]) runs pipeline `pipeline` (the
+    /// id the application registered it under with the device's `PipelineLedger`) in the current
+    /// frame: a report that stops inside `label` names the pipeline. For work no draw list shows,
+    /// such as a compute pass.
+    pub fn note_pipeline(&self, label: &'static str, pipeline: u64) {
+        let Some(session) = self.sessions.current() else {
+            return;
+        };
+        if let Some(frame) = session.timeline.as_ref().and_then(|t| t.current_frame()) {
+            session.pipelines.note_running(frame, label, pipeline);
+        }
+    }
+
     /// A command buffer that marks the begin or end of `label`, to submit right before (begin) or
     /// after (end) the labelled work; `None` when the device records no breadcrumbs (or only the
     /// frame's, when `fine`).

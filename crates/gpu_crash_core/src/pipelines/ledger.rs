@@ -6,8 +6,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::model::{
-    PassPipelines, PipelineCandidate, PipelineInfo, PipelineUsers, RunningBasis, RunningPipelines,
+    PassPipelines, PipelineCandidate, PipelineInfo, PipelineUse, PipelineUsers, RunningBasis,
+    RunningPipelines,
 };
+
+/// The draw list a pipeline noted by the application is shown in.
+const NOTED: &str = "noted by the application";
 
 /// Frames whose draw lists are kept: at least the frames a GPU can have in flight (Bevy: two, plus
 /// the one being recorded), with room.
@@ -28,7 +32,7 @@ struct Registered {
 struct Ledger {
     pipelines: HashMap<u64, Registered>,
     /// `(frame, draw lists)`, oldest first.
-    frames: VecDeque<(u64, Arc<[PassPipelines]>)>,
+    frames: VecDeque<(u64, Arc<Vec<PassPipelines>>)>,
 }
 
 /// See the module documentation. One per device (pipelines belong to it); cheap to clone.
@@ -71,7 +75,7 @@ impl PipelineLedger {
         let mut ledger = self.lock();
         let lists = match ledger.frames.back() {
             Some((_, last)) if **last == *passes => last.clone(),
-            _ => Arc::from(passes),
+            _ => Arc::new(passes.to_vec()),
         };
         if ledger.frames.back().is_some_and(|(f, _)| *f == frame) {
             ledger.frames.pop_back();
@@ -80,6 +84,47 @@ impl PipelineLedger {
             ledger.frames.pop_front();
         }
         ledger.frames.push_back((frame, lists));
+    }
+
+    /// The application's own labelled GPU work (a breadcrumb `label`, no camera) runs `pipeline` in
+    /// `frame`: e.g. a compute pass, which no draw list shows. Added to that frame's lists (after
+    /// [`PipelineLedger::record_frame`] for it, when the application records draw lists too).
+    pub fn note_running(&self, frame: u64, label: &'static str, pipeline: u64) {
+        let mut ledger = self.lock();
+        if ledger.frames.back().is_none_or(|(f, _)| *f != frame) {
+            if ledger.frames.len() == FRAMES_KEPT {
+                ledger.frames.pop_front();
+            }
+            ledger.frames.push_back((frame, Arc::default()));
+        }
+        let Some((_, lists)) = ledger.frames.back_mut() else {
+            return;
+        };
+        // Copied when shared with the frame before (the draw lists of a frame like the last).
+        let lists = Arc::make_mut(lists);
+        let index = match lists
+            .iter()
+            .position(|l| l.stage == label && l.camera.is_none())
+        {
+            Some(i) => i,
+            None => {
+                lists.push(PassPipelines {
+                    camera: None,
+                    stage: label,
+                    uses: Vec::new(),
+                });
+                lists.len() - 1
+            }
+        };
+        let uses = &mut lists[index].uses;
+        match uses.iter_mut().find(|u| u.pipeline == pipeline) {
+            Some(used) => used.batches += 1,
+            None => uses.push(PipelineUse {
+                pipeline,
+                pass: NOTED,
+                batches: 1,
+            }),
+        }
     }
 
     /// The pipelines queued in `stage` of `camera` in `frame` (or the latest recorded frame before
@@ -151,7 +196,7 @@ impl PipelineLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipelines::{DrawnEntity, PipelineKind, PipelineUse, ShaderStage};
+    use crate::pipelines::{DrawnEntity, PipelineKind, ShaderStage};
 
     fn info(label: &str, fragment: &str) -> PipelineInfo {
         PipelineInfo {
@@ -318,6 +363,56 @@ mod tests {
             &before,
             &ledger.lock().frames.back().unwrap().1
         ));
+    }
+
+    #[test]
+    fn a_pipeline_noted_in_a_breadcrumb_is_listed_under_it() {
+        let ledger = ledger();
+        ledger.register(
+            7,
+            PipelineInfo {
+                label: Some("particle_simulation_pipeline".into()),
+                kind: PipelineKind::Compute,
+                shaders: vec![ShaderStage {
+                    stage: "compute".into(),
+                    path: Some("shaders/particles.wgsl".into()),
+                    entry_point: Some("main".into()),
+                }],
+                shader_defs: vec![],
+            },
+        );
+        let lists = [PassPipelines {
+            camera: None,
+            stage: "Before cameras",
+            uses: uses(&[(1, "Shadow", 1)]),
+        }];
+        ledger.record_frame(4, &lists);
+        ledger.record_frame(5, &lists);
+        // Twice in frame 5 (one dispatch per view), none in frame 4.
+        ledger.note_running(5, "particles", 7);
+        ledger.note_running(5, "particles", 7);
+        let running = ledger.running_at(5, None, "particles").unwrap();
+        assert_eq!(running.candidates.len(), 1);
+        let c = &running.candidates[0];
+        assert_eq!(c.kind, PipelineKind::Compute);
+        assert_eq!(
+            (c.batches, c.passes.as_slice()),
+            (2, [NOTED.to_owned()].as_slice())
+        );
+        assert_eq!(c.main_shader(), Some("shaders/particles.wgsl"));
+        // The frame before kept its own lists (they were shared until the note).
+        assert!(ledger.running_at(4, None, "particles").is_none());
+        assert!(ledger.running_at(5, None, "Before cameras").is_some());
+        // A frame no draw list was recorded for (a wgpu application without them).
+        ledger.note_running(6, "particles", 7);
+        assert_eq!(
+            ledger
+                .running_at(6, None, "particles")
+                .unwrap()
+                .candidates
+                .len(),
+            1
+        );
     }
 
     #[test]
