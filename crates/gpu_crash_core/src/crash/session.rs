@@ -25,7 +25,7 @@ pub(crate) struct DeviceSession {
     pub timeline: Option<GpuTimeline>,
     /// The application's assets behind this device's buffers and images (fed by the application).
     pub assets: crate::assets::SharedAssetMap,
-    /// This device's pipelines and the last frames' draw lists (fed by the application).
+    /// This device's pipelines and the draw lists as they changed (fed by the application).
     pub pipelines: crate::pipelines::PipelineLedger,
     /// Set (inside `fault`'s lock) when the device's loss reaches us; read without the lock every
     /// watchdog tick, by the panic hook and by the fault watch (which holds its own handle).

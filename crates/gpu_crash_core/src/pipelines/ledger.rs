@@ -1,4 +1,4 @@
-//! The ledger: pipelines registered once, the last frames' draw lists, and the ranked list a report
+//! The ledger: pipelines registered once, the draw lists as they changed, and the ranked list a report
 //! reads from them.
 
 use std::collections::{HashMap, VecDeque};
@@ -13,9 +13,14 @@ use super::model::{
 /// The draw list a pipeline noted by the application is shown in.
 const NOTED: &str = "noted by the application";
 
-/// Frames whose draw lists are kept: at least the frames a GPU can have in flight (Bevy: two, plus
-/// the one being recorded), with room.
-const FRAMES_KEPT: usize = 8;
+/// Changes of the draw lists kept: a frame's lists are the last change at or before it. A hung GPU
+/// can be far behind the CPU (90 frames within a 3 s hang timeout on an H100 without a swapchain
+/// to hold the CPU back), so what is kept is counted in changes, not frames: a scene whose lists
+/// stay the same is covered however long ago the GPU stopped.
+const CHANGES_KEPT: usize = 64;
+
+/// Pipelines noted by the application kept (each a run of consecutive frames).
+const NOTED_KEPT: usize = 64;
 
 /// Candidates a report lists.
 const CANDIDATES_LISTED: usize = 8;
@@ -28,11 +33,37 @@ struct Registered {
     users: PipelineUsers,
 }
 
+/// A pipeline the application noted in its own labelled work, over a run of consecutive frames.
+struct Noted {
+    label: &'static str,
+    pipeline: u64,
+    first: u64,
+    last: u64,
+    /// Times noted in frame `last`.
+    times: u32,
+}
+
 #[derive(Default)]
 struct Ledger {
     pipelines: HashMap<u64, Registered>,
-    /// `(frame, draw lists)`, oldest first.
-    frames: VecDeque<(u64, Arc<Vec<PassPipelines>>)>,
+    /// `(first frame, draw lists)` at each change of the lists, oldest first.
+    changes: VecDeque<(u64, Arc<Vec<PassPipelines>>)>,
+    /// Oldest first.
+    noted: VecDeque<Noted>,
+}
+
+/// The same pipelines in the same draw lists, batch counts aside.
+fn same_pipelines(a: &[PassPipelines], b: &[PassPipelines]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            a.camera == b.camera
+                && a.stage == b.stage
+                && a.uses.len() == b.uses.len()
+                && a.uses
+                    .iter()
+                    .zip(&b.uses)
+                    .all(|(a, b)| a.pipeline == b.pipeline && a.pass == b.pass)
+        })
 }
 
 /// See the module documentation. One per device (pipelines belong to it); cheap to clone.
@@ -69,61 +100,58 @@ impl PipelineLedger {
     }
 
     /// The draw lists of GPU frame `frame` (the frame the application's GPU ledger began last).
-    /// The same lists as the previous frame's are kept once, and copied only when they differ: a
-    /// frame like the last allocates nothing.
+    /// Kept as a change only when its pipelines differ from the last change's; batch counts alone
+    /// update the last change in place. A frame like the last allocates nothing.
     pub fn record_frame(&self, frame: u64, passes: &[PassPipelines]) {
         let mut ledger = self.lock();
-        let lists = match ledger.frames.back() {
-            Some((_, last)) if **last == *passes => last.clone(),
-            _ => Arc::new(passes.to_vec()),
-        };
-        if ledger.frames.back().is_some_and(|(f, _)| *f == frame) {
-            ledger.frames.pop_back();
+        if let Some((_, last)) = ledger.changes.back_mut() {
+            if same_pipelines(last, passes) {
+                if **last != *passes {
+                    // Same shape: only the counts are written (no list is reallocated).
+                    let uses = Arc::make_mut(last)
+                        .iter_mut()
+                        .flat_map(|l| l.uses.iter_mut());
+                    for (kept, now) in uses.zip(passes.iter().flat_map(|l| l.uses.iter())) {
+                        kept.batches = now.batches;
+                    }
+                }
+                return;
+            }
         }
-        if ledger.frames.len() == FRAMES_KEPT {
-            ledger.frames.pop_front();
+        if ledger.changes.back().is_some_and(|(f, _)| *f == frame) {
+            ledger.changes.pop_back();
         }
-        ledger.frames.push_back((frame, lists));
+        if ledger.changes.len() == CHANGES_KEPT {
+            ledger.changes.pop_front();
+        }
+        ledger.changes.push_back((frame, Arc::new(passes.to_vec())));
     }
 
     /// The application's own labelled GPU work (a breadcrumb `label`, no camera) runs `pipeline` in
-    /// `frame`: e.g. a compute pass, which no draw list shows. Added to that frame's lists (after
-    /// [`PipelineLedger::record_frame`] for it, when the application records draw lists too).
+    /// `frame`: e.g. a compute pass, which no draw list shows.
     pub fn note_running(&self, frame: u64, label: &'static str, pipeline: u64) {
         let mut ledger = self.lock();
-        if ledger.frames.back().is_none_or(|(f, _)| *f != frame) {
-            if ledger.frames.len() == FRAMES_KEPT {
-                ledger.frames.pop_front();
+        let run = ledger.noted.iter_mut().rev().find(|n| {
+            n.label == label && n.pipeline == pipeline && (n.last == frame || n.last + 1 == frame)
+        });
+        match run {
+            Some(run) if run.last == frame => run.times += 1,
+            Some(run) => {
+                run.last = frame;
+                run.times = 1;
             }
-            ledger.frames.push_back((frame, Arc::default()));
-        }
-        let Some((_, lists)) = ledger.frames.back_mut() else {
-            return;
-        };
-        // Copied when shared with the frame before (the draw lists of a frame like the last).
-        let lists = Arc::make_mut(lists);
-        let index = match lists
-            .iter()
-            .position(|l| l.stage == label && l.camera.is_none())
-        {
-            Some(i) => i,
             None => {
-                lists.push(PassPipelines {
-                    camera: None,
-                    stage: label,
-                    uses: Vec::new(),
+                if ledger.noted.len() == NOTED_KEPT {
+                    ledger.noted.pop_front();
+                }
+                ledger.noted.push_back(Noted {
+                    label,
+                    pipeline,
+                    first: frame,
+                    last: frame,
+                    times: 1,
                 });
-                lists.len() - 1
             }
-        };
-        let uses = &mut lists[index].uses;
-        match uses.iter_mut().find(|u| u.pipeline == pipeline) {
-            Some(used) => used.batches += 1,
-            None => uses.push(PipelineUse {
-                pipeline,
-                pass: NOTED,
-                batches: 1,
-            }),
         }
     }
 
@@ -137,23 +165,37 @@ impl PipelineLedger {
         stage: &str,
     ) -> Option<RunningPipelines> {
         let ledger = crate::time_box::try_lock_for(&self.0, LOCK_WAIT)?;
-        let (_, lists) = ledger.frames.iter().rev().find(|(f, _)| *f <= frame)?;
-        // Pipeline -> (batches, draw lists, first seen), in the order first listed.
-        let mut found: Vec<(u64, u32, Vec<String>)> = Vec::new();
-        for list in lists
+        let lists = ledger
+            .changes
+            .iter()
+            .rev()
+            .find(|(f, _)| *f <= frame)
+            .map(|(_, lists)| lists.as_slice())
+            .unwrap_or_default();
+        let noted = ledger
+            .noted
+            .iter()
+            .filter(|n| camera.is_none() && n.label == stage && (n.first..=n.last).contains(&frame))
+            .map(|n| PipelineUse {
+                pipeline: n.pipeline,
+                pass: NOTED,
+                batches: if n.last == frame { n.times } else { 1 },
+            });
+        let queued = lists
             .iter()
             .filter(|l| l.stage == stage && l.camera.as_deref() == camera)
-        {
-            for used in &list.uses {
-                match found.iter_mut().find(|(id, ..)| *id == used.pipeline) {
-                    Some((_, batches, passes)) => {
-                        *batches += used.batches;
-                        if !passes.iter().any(|p| p == used.pass) {
-                            passes.push(used.pass.to_owned());
-                        }
+            .flat_map(|l| l.uses.iter().copied());
+        // Pipeline -> (batches, draw lists), in the order first listed.
+        let mut found: Vec<(u64, u32, Vec<String>)> = Vec::new();
+        for used in queued.chain(noted) {
+            match found.iter_mut().find(|(id, ..)| *id == used.pipeline) {
+                Some((_, batches, passes)) => {
+                    *batches += used.batches;
+                    if !passes.iter().any(|p| p == used.pass) {
+                        passes.push(used.pass.to_owned());
                     }
-                    None => found.push((used.pipeline, used.batches, vec![used.pass.to_owned()])),
                 }
+                None => found.push((used.pipeline, used.batches, vec![used.pass.to_owned()])),
             }
         }
         if found.is_empty() {
@@ -326,43 +368,52 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_not_recorded_reads_the_latest_one_before_it_and_old_frames_go() {
+    fn a_frame_reads_the_last_change_before_it_however_far_the_cpu_ran_ahead() {
         let ledger = ledger();
         let at = |frame| {
             ledger
                 .running_at(frame, None, "Before cameras")
                 .map(|r| r.candidates.len())
         };
-        for frame in 1..=20 {
-            let n = if frame % 2 == 0 { 1 } else { 2 };
+        let lists = |n: usize| {
             let list = [(1, "Shadow", 1), (3, "Shadow", 1)];
-            ledger.record_frame(
-                frame,
-                &[PassPipelines {
-                    camera: None,
-                    stage: "Before cameras",
-                    uses: uses(&list[..n]),
-                }],
-            );
-        }
-        assert_eq!(at(20), Some(1));
-        assert_eq!(at(19), Some(2));
-        assert_eq!(at(25), Some(1), "a later frame reads the latest");
-        assert_eq!(at(20 - FRAMES_KEPT as u64), None, "older than kept");
-        // The same lists again: kept once (one allocation shared by both frames).
-        let before = ledger.lock().frames.back().unwrap().1.clone();
-        ledger.record_frame(
-            21,
-            &[PassPipelines {
+            [PassPipelines {
                 camera: None,
                 stage: "Before cameras",
-                uses: uses(&[(1, "Shadow", 1)]),
-            }],
+                uses: uses(&list[..n]),
+            }]
+        };
+        ledger.record_frame(70, &lists(2));
+        ledger.record_frame(77, &lists(1));
+        // The GPU hung in frame 77; the CPU went on recording (an H100 without a swapchain: 90
+        // frames within the 3 s timeout) the same lists.
+        for frame in 78..=300 {
+            ledger.record_frame(frame, &lists(1));
+        }
+        assert_eq!(at(77), Some(1));
+        assert_eq!(at(76), Some(2), "the change before");
+        assert_eq!(at(69), None, "before anything was recorded");
+        assert_eq!(ledger.lock().changes.len(), 2, "one change per new set");
+        // Batch counts alone change the last change in place; no allocation for a frame like it.
+        let mut more = lists(1);
+        more[0].uses[0].batches = 5;
+        ledger.record_frame(301, &more);
+        assert_eq!(ledger.lock().changes.len(), 2);
+        ledger.record_frame(302, &more);
+        assert_eq!(
+            ledger
+                .running_at(302, None, "Before cameras")
+                .unwrap()
+                .candidates[0]
+                .batches,
+            5
         );
-        assert!(Arc::ptr_eq(
-            &before,
-            &ledger.lock().frames.back().unwrap().1
-        ));
+        // Many changes: only the last CHANGES_KEPT are kept.
+        for frame in 400..400 + CHANGES_KEPT as u64 + 1 {
+            ledger.record_frame(frame, &lists(1 + (frame % 2) as usize));
+        }
+        assert_eq!(ledger.lock().changes.len(), CHANGES_KEPT);
+        assert_eq!(at(302), None, "older than every change kept");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub(crate) struct CrashContext<'a> {
     pub assets: Option<&'a crate::assets::SharedAssetMap>,
     /// Entities using each mesh.
     pub asset_users: Option<&'a crate::assets::AssetUsers>,
-    /// The device's pipelines and the last frames' draw lists, to name what was running.
+    /// The device's pipelines and the draw lists as they changed, to name what was running.
     pub pipelines: Option<&'a crate::pipelines::PipelineLedger>,
 }
 
