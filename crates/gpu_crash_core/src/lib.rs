@@ -38,7 +38,8 @@
 //!
 //! The flow is one-way, a module each: `capture` -> `index` -> `resolve` -> `report` -> `deliver`,
 //! with the raw Vulkan in `vulkan`, the GPU's progress in `progress`, the application's assets in
-//! `assets`, and the crash path (sessions, watchdog, loss handling) in `crash`; [`CrashReporter`]
+//! `assets`, its pipelines and draw lists in `pipelines` (what code was running where the GPU
+//! stopped), and the crash path (sessions, watchdog, loss handling) in `crash`; [`CrashReporter`]
 //! on top.
 
 #![warn(missing_docs)]
