@@ -351,6 +351,9 @@ fn verdict(r: &CrashReport, out: &mut String) {
     if let Some(stage) = &r.gpu_stage {
         let _ = write!(out, "<li>The GPU was in {}.</li>", esc(stage));
     }
+    if let Some(running) = &r.running {
+        running_pipelines(running, out);
+    }
     if let Some(d) = &r.description {
         let _ = write!(out, "<li>Driver's description: {}</li>", esc(d));
     }
@@ -381,6 +384,52 @@ fn verdict(r: &CrashReport, out: &mut String) {
         r.index_stats.events,
         r.binding_events_dropped
     );
+}
+
+/// The ranked pipelines of the stage the GPU stopped in, each with its shader files and entities.
+fn running_pipelines(running: &crate::pipelines::RunningPipelines, out: &mut String) {
+    out.push_str(
+        "<li>Pipelines queued there, ranked (one of them was likely running; full-screen and \
+         compute work is listed only where the game noted it):<ol>",
+    );
+    for c in &running.candidates {
+        let _ = write!(out, "<li><b>{}</b>", esc(&c.describe()));
+        let shaders: Vec<String> = c
+            .shaders
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} <span class=\"mono\">{}</span>",
+                    esc(&s.stage),
+                    esc(s.path.as_deref().unwrap_or("(made in code)"))
+                )
+            })
+            .collect();
+        let _ = write!(out, "<br>{}", shaders.join(", "));
+        let _ = write!(
+            out,
+            "<br><span class=\"quiet\">{} batch(es) in {}</span>",
+            c.batches,
+            esc(&c.passes.join(", "))
+        );
+        if !c.entities.is_empty() {
+            let names: Vec<String> = c
+                .entities
+                .iter()
+                .map(|e| match &e.name {
+                    Some(name) => format!("{} ({})", esc(&format!("{name:?}")), esc(&e.shown_as)),
+                    None => esc(&e.shown_as),
+                })
+                .collect();
+            let _ = write!(out, "<br>drawing {}", names.join(", "));
+            let more = c.entity_count.saturating_sub(c.entities.len() as u32);
+            if more > 0 {
+                let _ = write!(out, " and {more} more");
+            }
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ol></li>");
 }
 
 #[cfg(test)]
@@ -537,6 +586,45 @@ mod tests {
         let page = html_page(&r);
         assert!(page.contains("<h1>Device lost</h1>"));
         assert!(page.contains("The driver reported no fault address."));
+    }
+
+    #[test]
+    fn the_pipelines_queued_where_the_gpu_stopped_are_listed_escaped() {
+        use crate::pipelines::{
+            DrawnEntity, PipelineCandidate, PipelineKind, RunningBasis, RunningPipelines,
+            ShaderStage,
+        };
+        let mut r = hang_report_for_tests();
+        r.running = Some(RunningPipelines {
+            basis: RunningBasis::QueuedInStage,
+            frame: 9,
+            camera: Some("main".into()),
+            stage: "Core3d MainPass".into(),
+            candidates: vec![PipelineCandidate {
+                rank: 1,
+                label: Some("opaque_mesh_pipeline".into()),
+                kind: PipelineKind::Render,
+                shaders: vec![ShaderStage {
+                    stage: "fragment".into(),
+                    path: Some(format!("shaders/{HOSTILE}.wgsl")),
+                    entry_point: None,
+                }],
+                shader_defs: vec![],
+                passes: vec!["Opaque3d".into()],
+                batches: 1,
+                material: Some("game::WaterMaterial".into()),
+                entities: vec![DrawnEntity {
+                    shown_as: "12v1".into(),
+                    name: Some(HOSTILE.into()),
+                }],
+                entity_count: 3,
+            }],
+        });
+        let page = html_page(&r);
+        assert!(page.contains("<b>WaterMaterial (shaders/"), "{page}");
+        assert!(page.contains("1 batch(es) in Opaque3d"));
+        assert!(page.contains("(12v1) and 2 more"));
+        assert!(!page.contains(HOSTILE), "escaped");
     }
 
     #[test]
