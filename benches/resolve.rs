@@ -21,7 +21,9 @@ use bevy_gpu_crash_reporter::report::FaultAccess;
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use gpu_crash_core::test_support::{fault_range, resolve, FaultAddress, ResolveContext};
+use gpu_crash_core::test_support::{
+    fault_range, loss_report_to_disk, resolve, FaultAddress, ResolveContext,
+};
 use gpu_crash_core::test_support::{AddressIndex, IndexSettings};
 use gpu_crash_core::test_support::{BindingKind, BindingRecord};
 
@@ -454,11 +456,61 @@ fn first_query_scaling(c: &mut Criterion) {
     group.finish();
 }
 
+/// From the loss to the report on disk at 10k / 100k / 1M live ranges, as the crash path does it
+/// once the driver answered: names, the first resolve (the address-order sort), the report built,
+/// serialised and written atomically (fsync included). Each sample follows a bind and unbind, as
+/// a loss follows a frame's binding events, so each is a first resolve.
+fn loss_to_disk_scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("loss_to_disk");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(5));
+    let dir = std::env::temp_dir().join(format!("loss-to-disk-{}", std::process::id()));
+    for live in [10_000u64, 100_000, 1_000_000] {
+        let freed = (live / 16).min(FREED);
+        let (mut index, _) = index_of_size(live, freed);
+        let fault = fault_addresses(&[1])[0];
+        let bytes = loss_report_to_disk(&mut index, fault, &dir).expect("report written");
+        println!("loss_to_disk live={live} freed={freed} report_bytes={bytes}");
+        let mut n = 0u64;
+        group.bench_with_input(BenchmarkId::new("report_on_disk", live), &live, |b, _| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    n += 1;
+                    let mut r = BindingRecord::new(
+                        BindingKind::Bind,
+                        vk::ObjectType::BUFFER,
+                        0x3000_0000_0000 + n,
+                        0x10,
+                        16,
+                    );
+                    index.apply(&r, Instant::now());
+                    r.kind = BindingKind::Unbind;
+                    index.apply(&r, Instant::now());
+                    let start = Instant::now();
+                    black_box(loss_report_to_disk(&mut index, fault, &dir).expect("written"));
+                    total += start.elapsed();
+                    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                        let _ = std::fs::remove_file(entry.path());
+                    }
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 criterion_group!(
     benches,
     fold_churn,
     fold_1m_events,
     resolve_16_addresses,
-    first_query_scaling
+    first_query_scaling,
+    loss_to_disk_scaling
 );
 criterion_main!(benches);

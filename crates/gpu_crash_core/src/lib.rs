@@ -109,6 +109,40 @@ pub mod test_support {
         Box::new(crate::assets::filled_for_footprint(meshes, images, freed))
     }
 
+    /// Builds and writes the report of a device loss faulting at `address`, from `index`, as the
+    /// crash path does once the driver answered its fault query (no allocator report, GPU timeline
+    /// or asset map): what `benches/resolve.rs`'s `loss_to_disk` group times. Returns the report's
+    /// bytes on disk.
+    pub fn loss_report_to_disk(
+        index: &mut AddressIndex,
+        address: FaultAddress,
+        dir: &std::path::Path,
+    ) -> Result<u64, crate::report::ReportError> {
+        let raw = crate::vulkan::fault::RawFaultInfo {
+            addresses: vec![address],
+            ..Default::default()
+        };
+        let capabilities = crate::vulkan::GpuCrashCapabilities::default();
+        let application = crate::report::ApplicationInfo::default();
+        let ctx = crate::report::CrashContext {
+            capabilities: &capabilities,
+            application: &application,
+            frame: 0,
+            binding_events_dropped: 0,
+            allocator_blocks: None,
+            timeline: None,
+            cut: None,
+            device_generation: 1,
+            assets: None,
+            asset_users: None,
+            pipelines: None,
+        };
+        let (mut report, vendor_binary) =
+            crate::report::build_report(crate::report::CrashKind::DeviceLost, raw, index, &ctx);
+        let path = crate::report::write_report(dir, &mut report, vendor_binary.as_deref())?;
+        Ok(std::fs::metadata(path).map_or(0, |m| m.len()))
+    }
+
     /// The reporter's address index, every binding event published so far folded in.
     pub fn index_of(reporter: &crate::CrashReporter) -> std::sync::MutexGuard<'_, AddressIndex> {
         reporter.index()
