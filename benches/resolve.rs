@@ -396,6 +396,22 @@ fn first_query_after_fold(c: &mut Criterion, mut index: AddressIndex) {
 
 /// `iters` times: folds one bind and one unbind (untimed), so the address order is stale, then
 /// times one resolve of `fault` (which sorts it afresh). `n` numbers the folded objects across calls.
+/// Folds one bind and unbind of a fresh buffer (handle numbered by `n`), as a frame's binding events
+/// come before a loss: the next query is a first query again (the address-order sort redone).
+fn bind_and_unbind_one(index: &mut AddressIndex, n: &mut u64) {
+    *n += 1;
+    let mut r = BindingRecord::new(
+        BindingKind::Bind,
+        vk::ObjectType::BUFFER,
+        0x3000_0000_0000 + *n,
+        0x10,
+        16,
+    );
+    index.apply(&r, Instant::now());
+    r.kind = BindingKind::Unbind;
+    index.apply(&r, Instant::now());
+}
+
 fn time_first_resolves(
     index: &mut AddressIndex,
     fault: FaultAddress,
@@ -404,17 +420,7 @@ fn time_first_resolves(
 ) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
-        *n += 1;
-        let mut r = BindingRecord::new(
-            BindingKind::Bind,
-            vk::ObjectType::BUFFER,
-            0x3000_0000_0000 + *n,
-            0x10,
-            16,
-        );
-        index.apply(&r, Instant::now());
-        r.kind = BindingKind::Unbind;
-        index.apply(&r, Instant::now());
+        bind_and_unbind_one(index, n);
         let start = Instant::now();
         let ctx = ResolveContext {
             index,
@@ -479,17 +485,7 @@ fn loss_to_disk_scaling(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    n += 1;
-                    let mut r = BindingRecord::new(
-                        BindingKind::Bind,
-                        vk::ObjectType::BUFFER,
-                        0x3000_0000_0000 + n,
-                        0x10,
-                        16,
-                    );
-                    index.apply(&r, Instant::now());
-                    r.kind = BindingKind::Unbind;
-                    index.apply(&r, Instant::now());
+                    bind_and_unbind_one(&mut index, &mut n);
                     let start = Instant::now();
                     black_box(loss_report_to_disk(&mut index, fault, &dir).expect("written"));
                     total += start.elapsed();

@@ -122,23 +122,12 @@ pub mod test_support {
             addresses: vec![address],
             ..Default::default()
         };
-        let capabilities = crate::vulkan::GpuCrashCapabilities::default();
-        let application = crate::report::ApplicationInfo::default();
-        let ctx = crate::report::CrashContext {
-            capabilities: &capabilities,
-            application: &application,
-            frame: 0,
-            binding_events_dropped: 0,
-            allocator_blocks: None,
-            timeline: None,
-            cut: None,
-            device_generation: 1,
-            assets: None,
-            asset_users: None,
-            pipelines: None,
-        };
-        let (mut report, vendor_binary) =
-            crate::report::build_report(crate::report::CrashKind::DeviceLost, raw, index, &ctx);
+        let (mut report, vendor_binary) = crate::report::report_without_device(
+            crate::report::CrashKind::DeviceLost,
+            raw,
+            index,
+            0,
+        );
         let path = crate::report::write_report(dir, &mut report, vendor_binary.as_deref())?;
         Ok(std::fs::metadata(path).map_or(0, |m| m.len()))
     }

@@ -405,15 +405,22 @@ fn rfc3339(at: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| at.unix_timestamp().to_string())
 }
 
-/// A plain hang report with a fresh id, for tests elsewhere in the crate.
-#[cfg(test)]
-pub(crate) fn hang_report_for_tests() -> CrashReport {
+/// A report of `kind` from `raw` and `index` alone: no device behind it (default capabilities and
+/// application, no allocator report, GPU timeline, assets or pipelines). For this crate's tests and
+/// `test_support`.
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) fn report_without_device(
+    kind: CrashKind,
+    raw: RawFaultInfo,
+    index: &mut AddressIndex,
+    frame: u64,
+) -> (CrashReport, Option<Vec<u8>>) {
     let capabilities = GpuCrashCapabilities::default();
     let application = ApplicationInfo::default();
     let ctx = CrashContext {
         capabilities: &capabilities,
         application: &application,
-        frame: 9,
+        frame,
         binding_events_dropped: 0,
         allocator_blocks: None,
         timeline: None,
@@ -423,11 +430,17 @@ pub(crate) fn hang_report_for_tests() -> CrashReport {
         asset_users: None,
         pipelines: None,
     };
-    build_report(
+    build_report(kind, raw, index, &ctx)
+}
+
+/// A plain hang report with a fresh id, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn hang_report_for_tests() -> CrashReport {
+    report_without_device(
         CrashKind::GpuHang,
         RawFaultInfo::default(),
         &mut AddressIndex::default(),
-        &ctx,
+        9,
     )
     .0
 }
