@@ -361,26 +361,8 @@ fn running_section(out: &mut String, running: &gpu_crash_core::report::RunningPi
             c.batches,
             c.passes.join(", ")
         );
-        if !c.entities.is_empty() {
-            let names: Vec<String> = c
-                .entities
-                .iter()
-                .map(|e| match &e.name {
-                    Some(name) => format!("{name:?} ({})", e.shown_as),
-                    None => e.shown_as.clone(),
-                })
-                .collect();
-            let more = c.entity_count.saturating_sub(c.entities.len() as u32);
-            let _ = writeln!(
-                out,
-                "       drawing  {}{}",
-                names.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            );
+        if let Some(drawing) = c.drawing() {
+            let _ = writeln!(out, "       drawing  {drawing}");
         }
         if !c.shader_defs.is_empty() {
             let _ = writeln!(out, "       defs     {}", c.shader_defs.join(" "));

@@ -165,6 +165,28 @@ impl PipelineCandidate {
         pick(true).or_else(|| pick(false))
     }
 
+    /// The entities drawing with it, for people: `"glowing crystal" (161v0), 158v0 and 6 more`;
+    /// `None` when none is listed.
+    pub fn drawing(&self) -> Option<String> {
+        if self.entities.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .entities
+            .iter()
+            .map(|e| match &e.name {
+                Some(name) => format!("{name:?} ({})", e.shown_as),
+                None => e.shown_as.clone(),
+            })
+            .collect();
+        let more = self.entity_count.saturating_sub(self.entities.len() as u32);
+        Some(if more > 0 {
+            format!("{} and {more} more", names.join(", "))
+        } else {
+            names.join(", ")
+        })
+    }
+
     /// One line: `EndlessMaterial (shaders/endless_loop.wgsl, pipeline "opaque_mesh_pipeline")`.
     pub fn describe(&self) -> String {
         let what = self

@@ -412,20 +412,8 @@ fn running_pipelines(running: &crate::pipelines::RunningPipelines, out: &mut Str
             c.batches,
             esc(&c.passes.join(", "))
         );
-        if !c.entities.is_empty() {
-            let names: Vec<String> = c
-                .entities
-                .iter()
-                .map(|e| match &e.name {
-                    Some(name) => format!("{} ({})", esc(&format!("{name:?}")), esc(&e.shown_as)),
-                    None => esc(&e.shown_as),
-                })
-                .collect();
-            let _ = write!(out, "<br>drawing {}", names.join(", "));
-            let more = c.entity_count.saturating_sub(c.entities.len() as u32);
-            if more > 0 {
-                let _ = write!(out, " and {more} more");
-            }
+        if let Some(drawing) = c.drawing() {
+            let _ = write!(out, "<br>drawing {}", esc(&drawing));
         }
         out.push_str("</li>");
     }
