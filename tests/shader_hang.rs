@@ -54,7 +54,9 @@ use bevy::render::render_resource::{
 use bevy::render::renderer::RenderContext;
 use bevy::render::{Render, RenderApp, RenderStartup, RenderSystems};
 use bevy::shader::{Shader, ShaderRef};
-use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, PipelineKind, RunningBasis};
+use bevy_gpu_crash_reporter::report::{
+    CrashKind, CrashReport, PipelineKind, RunningBasis, RunningPipelines,
+};
 use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(3);
@@ -176,10 +178,7 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
 /// What was running: the stage's pipelines, ranked, the game's material first, named by its type,
 /// shader file and entity.
 fn assert_names_the_endless_material(report: &CrashReport) {
-    let running = report
-        .running
-        .as_ref()
-        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary));
+    let running = running_of(report);
     assert_eq!(running.basis, RunningBasis::QueuedInStage);
     assert_eq!(running.stage, "Core3d MainPass");
     assert_eq!(running.camera.as_deref(), Some("main"));
@@ -244,10 +243,7 @@ fn a_hang_drilled_in_a_bevy_pipeline_names_that_pipeline() {
         "shader-hang-drilled-bevy",
         "hang-in-pipeline:pbr_prepass_pipeline",
     );
-    let running = report
-        .running
-        .as_ref()
-        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary));
+    let running = running_of(&report);
     // Which shadow pass binds it first depends on which shadow phases had meshes in that frame.
     let (camera, stage) = match report.gpu_stage.as_deref() {
         Some(PRE_CAMERA) => (None, PRE_CAMERA),
@@ -300,10 +296,7 @@ fn a_hang_drilled_in_the_game_compute_pass_names_its_compute_pipeline() {
         "{}",
         report.summary
     );
-    let running = report
-        .running
-        .as_ref()
-        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary));
+    let running = running_of(&report);
     assert_eq!(
         (running.camera.as_deref(), running.stage.as_str()),
         (None, PARTICLES)
@@ -323,6 +316,14 @@ fn a_hang_drilled_in_the_game_compute_pass_names_its_compute_pipeline() {
         "{}",
         report.summary
     );
+}
+
+/// The report's ranked pipelines; fails the test when it has none.
+fn running_of(report: &CrashReport) -> &RunningPipelines {
+    report
+        .running
+        .as_ref()
+        .unwrap_or_else(|| panic!("no running pipelines: {}", report.summary))
 }
 
 /// Runs the child under the drill's `scenario` with the shader's loop left finite; returns its one
