@@ -11,7 +11,8 @@
 #[cfg(feature = "core_pipeline")]
 mod core_pipeline;
 
-#[cfg(feature = "core_pipeline")]
+/// For the pipelines' draw lists (feature `pbr`): each camera's stages, named as the breadcrumbs are.
+#[cfg(feature = "pbr")]
 pub(crate) use core_pipeline::{BreadcrumbCamera, STAGES_3D};
 
 use bevy::ecs::system::SystemParam;
