@@ -1137,6 +1137,79 @@ device29() {
     tar -C $logs -czf "$OUT/run29-results.tar.gz" .
 }
 
+# Build for batches 29 and 30 (issues 35 and 33), from GV_SRC (a `git archive` copy, so edits in
+# progress here do not leak in) with one release target: the realistic scene with and without the
+# plugin's `pbr` feature (`pipeline_names`), the shader_hang test binary and its assets
+# (.devrun/b30.tar.xz); frame_overhead and the ring bench (.devrun/b29.tar.xz).
+build30() {
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    local stage=/tmp/gv-stage30 bench child
+    rm -rf $stage /tmp/gv-stage29 && mkdir -p .devrun $stage /tmp/gv-stage29
+    (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release \
+        --no-default-features) || return 1
+    cp "$target/release/realistic_scene" $stage/scene_unnamed
+    (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release) || return 1
+    cp "$target/release/realistic_scene" $stage/scene_named
+    child=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo test --release --test shader_hang --no-run 2>&1 \
+        | grep -o '/[^ ]*/release/deps/shader_hang-[0-9a-f]*' | tail -1)
+    cp "$child" $stage/shader_hang
+    cp -r "$src/tests/assets" $stage/assets
+    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
+    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench binding_ring 2>&1 \
+        | grep -o '/[^ ]*/release/deps/binding_ring-[0-9a-f]*' | tail -1)
+    cp "$target/release/examples/frame_overhead" /tmp/gv-stage29/
+    cp "$bench" /tmp/gv-stage29/binding_ring
+    strip $stage/scene_* $stage/shader_hang /tmp/gv-stage29/*
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b30.tar.xz
+    tar -C /tmp/gv-stage29 -cf - frame_overhead binding_ring | xz -T0 -6 > .devrun/b29.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 2>/dev/null > .devrun/b30.commit \
+        || git rev-parse --short=12 HEAD > .devrun/b30.commit
+    cp .devrun/b30.commit .devrun/b29.commit
+    ls -la .devrun
+}
+
+# Batch 31 (issues 33 and 35), on one machine start, each result copied to $OUT as it comes (a call
+# that runs past its limit still returns what is done): the realistic scene with and without the
+# pipeline naming (batch 30's package), ABBA, SCENE31_ROUNDS rounds (default 7); then ours inside one
+# process (frame_overhead --interleave 20, 7 processes) and the ring against crossbeam at 2 and 4
+# producers (7 rounds, order swapped), batch 29's package. No hang here: on the H100 host an endless
+# shader kept the GPU busy for other processes for about 9 minutes (batch 30).
+device31() {
+    setup_device
+    tar -C $bin -xJf .devrun/b30.tar.xz
+    tar -C $bin -xJf .devrun/b29.tar.xz
+    echo "commit $(cat .devrun/b30.commit); $(nproc) cores" | tee -a $logs/env.txt
+    cp $logs/env.txt "$OUT/"
+    local rounds=${SCENE31_ROUNDS:-7} frames=${SCENE_FRAMES:-150} warmup=${SCENE_WARMUP:-30}
+    local r which order q
+    for r in $(seq 1 "$rounds"); do
+        if [ $((r % 2)) -eq 1 ]; then order="unnamed named"; else order="named unnamed"; fi
+        for which in $order; do
+            timeout -s KILL 45 "$bin/scene_$which" --frames "$frames" --warmup "$warmup" \
+                > "$logs/r$r-$which.out" 2> "$logs/r$r-$which.err"
+            echo "round $r $which rc=$? $(grep -o 'mean_us=[0-9.]*' "$logs/r$r-$which.out") $(grep -o 'median_us=[0-9.]*' "$logs/r$r-$which.out") $(grep -c 'GPU hang' "$logs/r$r-$which.err") hangs" | tee -a "$OUT/scene.txt"
+        done
+    done
+    echo "== interleaved, blocks of 20 frames, 7 processes"
+    timeout -s KILL 150 $bin/frame_overhead --compare --interleave 20 --rounds 7 \
+        --frames 600 --warmup 60 > $logs/interleave.out 2> $logs/interleave.err
+    echo "interleave rc=$?"
+    cp $logs/interleave.out "$OUT/"
+    cut -c1-300 $logs/interleave.out | tail -12
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="this_crate_push_only crossbeam_array_queue"
+        else order="crossbeam_array_queue this_crate_push_only"; fi
+        for q in $order; do
+            (cd /tmp && timeout -s KILL 30 $bin/binding_ring --bench --noplot --warm-up-time 1 \
+                --measurement-time 2 "^binding_ring/$q/(2|4)\$" > $logs/ring-r$r-$q.out 2> $logs/ring-r$r-$q.err)
+            echo "ring round $r $q: $(grep -E "^binding_ring/|time:" $logs/ring-r$r-$q.out | paste - - \
+                | sed 's/  */ /g' | cut -c1-160 | tr '\n' ';')" | tee -a "$OUT/ring.txt"
+        done
+    done
+    tar -C $logs -czf "$OUT/run31-results.tar.gz" .
+}
+
 # Batch 30 (issue 33): the endless shader's real hang on the real driver (what the report names),
 # then the realistic scene with the pipeline naming (plugin feature `pbr`) against the plugin without
 # it, alternating, the order flipped every round; SCENE30_ROUNDS rounds (default 7).
@@ -1169,6 +1242,8 @@ device30() {
 
 case "${1:-}" in
     device30) device30 ;;
+    build30) build30 ;;
+    device31) device31 ;;
     build) build ;;
     build27) build27 ;;
     build28) build28 ;;
