@@ -26,7 +26,7 @@ pub use crate::vulkan::fault::{FaultAccess, VendorBinaryHeader, VendorInfo};
 pub use crate::vulkan::GpuCrashCapabilities;
 #[cfg(test)]
 pub(crate) use build::hang_report_for_tests;
-#[cfg(any(test, feature = "test-support"))]
+#[cfg(feature = "test-support")]
 pub(crate) use build::report_without_device;
 pub(crate) use build::{add_hang_info, build_report, fault_cut, CrashContext};
 pub use file::{
