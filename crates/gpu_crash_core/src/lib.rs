@@ -48,6 +48,7 @@
 #![cfg_attr(not(feature = "test-support"), allow(dead_code))]
 
 mod assets;
+mod background;
 mod capture;
 mod crash;
 mod data_dir;

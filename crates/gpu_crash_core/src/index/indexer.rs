@@ -1,8 +1,13 @@
-//! The indexer thread: the ring's single consumer, folding records into the [`AddressIndex`].
+//! The indexer threads: the ring's consumer, folding records into the [`AddressIndex`].
 //!
-//! It wakes once per frame (the plugin calls [`IndexerHandle::frame_tick`]) and also whenever the
-//! ring passes half full (the callback unparks it), so a level load that binds 100,000 resources
-//! within one frame is folded while it happens instead of overflowing the ring.
+//! Two threads share the one consumer (a mutex; one drains at a time):
+//! - the **background** thread wakes once per frame (the plugin calls [`IndexerHandle::frame_tick`])
+//!   and runs at the lowest priority ([`crate::background`]), so the steady fold of a frame's
+//!   events takes only CPU time the game leaves idle;
+//! - the **urgent** thread, at normal priority, wakes when the ring passes half full (the callback
+//!   unparks it) or a crash claims the index, so a level load that binds 100,000 resources within
+//!   one frame is folded while it happens instead of overflowing the ring, even on a machine whose
+//!   cores the game keeps busy.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +30,9 @@ const IDLE_WAKE: Duration = Duration::from_millis(100);
 /// A cost measurement (BENCHMARKS.md, `frame_overhead --no-fold`): records are drained from the ring
 /// and dropped, not folded, so a run shows the callback and the ring without the index.
 pub(crate) const COST_NO_FOLD_VAR: &str = "GPU_CRASH_REPORTER_COST_NO_FOLD";
+/// The control of a cost measurement (BENCHMARKS.md, issue 35): set, the background thread keeps
+/// normal priority, as before it was lowered.
+pub(crate) const COST_NORMAL_PRIORITY_VAR: &str = "GPU_CRASH_REPORTER_COST_INDEXER_NORMAL_PRIORITY";
 
 /// Owns the indexer thread; dropping it stops the thread after a last drain.
 pub struct IndexerHandle {
@@ -34,7 +42,10 @@ pub struct IndexerHandle {
     /// Which devices' unbinds are held and which devices' index a report still reads.
     claims: Arc<Mutex<DeviceClaims>>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// Folds each frame's events at the lowest priority.
+    background: Option<JoinHandle<()>>,
+    /// Folds at normal priority when the ring passes half full or a crash claims the index.
+    urgent: Option<JoinHandle<()>>,
 }
 
 impl IndexerHandle {
@@ -60,27 +71,36 @@ impl IndexerHandle {
             deferred: Vec::with_capacity(BATCH),
         }));
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
+        let lower = std::env::var_os(COST_NORMAL_PRIORITY_VAR).is_none_or(|v| v.is_empty());
+        let spawn = |name: &str, lower: bool, wait: fn()| {
             let (index, consumer, stop) = (index.clone(), consumer.clone(), stop.clone());
             std::thread::Builder::new()
-                .name("gpu-crash-indexer".into())
+                .name(name.into())
                 .spawn(move || {
+                    if lower && !crate::background::lower_this_thread() {
+                        tracing::debug!("GPU crash reporter: the indexer keeps normal priority");
+                    }
                     // Acquire: pairs with the Release in Drop so the last drain sees every push.
                     while !stop.load(Ordering::Acquire) {
-                        std::thread::park_timeout(IDLE_WAKE);
+                        wait();
                         drain_into(&consumer, &index);
                     }
                     drain_into(&consumer, &index);
-                })?
+                })
         };
-        ring.set_consumer_thread(thread.thread().clone());
+        let background = spawn("gpu-crash-indexer", lower, || {
+            std::thread::park_timeout(IDLE_WAKE)
+        })?;
+        let urgent = spawn("gpu-crash-burst", false, std::thread::park)?;
+        ring.set_consumer_thread(urgent.thread().clone());
         Ok(Self {
             ring,
             index,
             consumer,
             claims,
             stop,
-            thread: Some(thread),
+            background: Some(background),
+            urgent: Some(urgent),
         })
     }
 
@@ -97,7 +117,7 @@ impl IndexerHandle {
     /// Starts a new frame: later records carry `frame`, and the thread folds what arrived so far.
     pub fn frame_tick(&self, frame: u64) {
         self.ring.set_frame(frame);
-        if let Some(thread) = &self.thread {
+        if let Some(thread) = &self.background {
             thread.thread().unpark();
         }
     }
@@ -138,8 +158,9 @@ impl IndexerHandle {
         self.claims.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A claim changed: the urgent thread applies it now, whatever the game leaves idle.
     fn wake(&self) {
-        if let Some(thread) = &self.thread {
+        if let Some(thread) = &self.urgent {
             thread.thread().unpark();
         }
     }
@@ -155,7 +176,10 @@ impl IndexerHandle {
 impl Drop for IndexerHandle {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
+        for thread in [self.background.take(), self.urgent.take()]
+            .into_iter()
+            .flatten()
+        {
             thread.thread().unpark();
             let _ = thread.join();
         }
@@ -469,6 +493,41 @@ mod tests {
         assert_eq!(first(&indexer), Some(0x2000), "then device 2's");
         indexer.unpin_device(2);
         assert_eq!(first(&indexer), Some(0x3000), "then device 3");
+    }
+
+    /// The per-frame fold runs at the lowest priority, the half-full and crash-claim fold at normal
+    /// priority (a game that keeps every core busy must not starve it into dropping events).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_per_frame_fold_runs_in_idle_time_and_the_urgent_one_does_not() {
+        use crate::background::tests::nice_of;
+        use crate::background::LOWERED_NICE;
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        let tid_of = |name: &str| -> libc::id_t {
+            let started = Instant::now();
+            loop {
+                for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+                    let comm =
+                        std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                    if comm.trim_end() == name {
+                        return task.file_name().to_str().unwrap().parse().unwrap();
+                    }
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "no thread {name}"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        let (background, urgent) = (tid_of("gpu-crash-index"), tid_of("gpu-crash-burst"));
+        let started = Instant::now();
+        while nice_of(background) != LOWERED_NICE && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(nice_of(background), LOWERED_NICE);
+        assert_eq!(nice_of(urgent), 0);
+        drop(indexer);
     }
 
     #[test]
