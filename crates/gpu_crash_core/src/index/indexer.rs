@@ -526,7 +526,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(nice_of(background), LOWERED_NICE);
-        assert_eq!(nice_of(urgent), 0);
+        // The urgent thread keeps the niceness it was created with (this thread's).
+        assert_eq!(nice_of(urgent), nice_of(0));
         drop(indexer);
     }
 
