@@ -1169,6 +1169,22 @@ build30() {
     ls -la .devrun
 }
 
+# Batch 32 (issue 33): the pipeline naming's cost inside one process: the realistic scene with the
+# naming paused and resumed every 20 frames (`--interleave-names 20`, the plugin's `cost-switches`),
+# SCENE32_PROCESSES processes (default 7), each line copied to $OUT as it comes.
+device32() {
+    setup_device
+    tar -C $bin -xJf .devrun/b32.tar.xz
+    echo "commit $(cat .devrun/b32.commit)" | tee -a $logs/env.txt
+    local p
+    for p in $(seq 1 "${SCENE32_PROCESSES:-7}"); do
+        timeout -s KILL 40 $bin/scene_names --interleave-names 20 --frames ${SCENE_FRAMES:-300} \
+            --warmup ${SCENE_WARMUP:-30} > $logs/names-$p.out 2> $logs/names-$p.err
+        echo "process $p rc=$? $(grep -o 'realistic_scene_names_interleave.*' $logs/names-$p.out)" \
+            | tee -a "$OUT/names.txt"
+    done
+}
+
 # Batch 31 (issues 33 and 35), on one machine start, each result copied to $OUT as it comes (a call
 # that runs past its limit still returns what is done): the realistic scene with and without the
 # pipeline naming (batch 30's package), ABBA, SCENE31_ROUNDS rounds (default 7); then ours inside one
@@ -1244,6 +1260,7 @@ case "${1:-}" in
     device30) device30 ;;
     build30) build30 ;;
     device31) device31 ;;
+    device32) device32 ;;
     build) build ;;
     build27) build27 ;;
     build28) build28 ;;

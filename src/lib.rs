@@ -50,6 +50,10 @@ mod resources;
 mod vulkan_init;
 
 pub use breadcrumbs::GpuBreadcrumbs;
+/// A cost measurement's switch (feature `cost-switches`; BENCHMARKS.md), not for games.
+#[cfg(feature = "cost-switches")]
+#[doc(hidden)]
+pub use pipelines::set_pipeline_naming_paused;
 pub use gpu_crash_core;
 pub use gpu_crash_core::report;
 pub use gpu_crash_core::{

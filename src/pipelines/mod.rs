@@ -51,6 +51,29 @@ impl MaterialTypeNames {
     }
 }
 
+/// A cost measurement's switch (feature `cost-switches`, BENCHMARKS.md): while set, the pipeline
+/// systems do not run, so one process can alternate blocks of frames with and without them.
+#[cfg(feature = "cost-switches")]
+static PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Pauses (or resumes) the pipeline naming from the next frame on: for a cost measurement only
+/// (feature `cost-switches`); a report built while paused names no pipelines.
+#[cfg(feature = "cost-switches")]
+pub fn set_pipeline_naming_paused(paused: bool) {
+    // Relaxed: a flag read once per frame by the render world's systems; a frame late is fine.
+    PAUSED.store(paused, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(feature = "cost-switches")]
+fn naming_on() -> bool {
+    !PAUSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(not(feature = "cost-switches"))]
+fn naming_on() -> bool {
+    true
+}
+
 /// The systems that register pipelines and record the frame's draw lists: the plugin orders them
 /// after the frame began in the reporter's GPU ledger (the frame number breadcrumbs use).
 #[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,12 +90,15 @@ pub(crate) fn install(render_app: &mut SubApp, material_names: MaterialTypeNames
             Render,
             (registry::register_pipelines, draw_lists::record_draw_lists)
                 .chain()
+                .run_if(naming_on)
                 .in_set(RenderSystems::Render)
                 .in_set(RecordDrawLists)
                 .before(render_system),
         )
         .add_systems(
             ExtractSchedule,
-            users::refresh_pipeline_users.after(bevy::pbr::MaterialExtractionSystems),
+            users::refresh_pipeline_users
+                .run_if(naming_on)
+                .after(bevy::pbr::MaterialExtractionSystems),
         );
 }

@@ -75,6 +75,9 @@ struct Args {
     seed: u64,
     /// The configurations `--compare` runs (default: all of [`CONFIGS`]).
     configs: Vec<u8>,
+    /// `--interleave-names BLOCK`: one process, the pipeline naming paused and resumed every BLOCK
+    /// frames (0: off).
+    interleave_names: usize,
 }
 
 fn parse_args() -> Args {
@@ -88,6 +91,7 @@ fn parse_args() -> Args {
         churn: 50,
         seed: 0x5eed_cafe,
         configs: CONFIGS.to_vec(),
+        interleave_names: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -108,6 +112,9 @@ fn parse_args() -> Args {
             "--meshes" => args.meshes = number("--meshes") as usize,
             "--churn" => args.churn = number("--churn") as usize,
             "--seed" => args.seed = number("--seed"),
+            "--interleave-names" => {
+                args.interleave_names = number("--interleave-names").max(4) as usize
+            }
             "--configs" => {
                 let list = it.next().unwrap_or_default();
                 args.configs = list
@@ -121,7 +128,7 @@ fn parse_args() -> Args {
             other => panic!(
                 "unknown argument {other}; usage: realistic_scene [--no-plugin | --no-breadcrumbs] \
                  [--compare] [--rounds N] [--frames N] [--warmup N] [--meshes N] [--churn N] \
-                 [--seed N] [--configs 0,2,3,1,6] [--no-asset-map]"
+                 [--seed N] [--configs 0,2,3,1,6] [--no-asset-map] [--interleave-names BLOCK]"
             ),
         }
     }
@@ -165,8 +172,17 @@ fn main() -> AppExit {
         .insert_resource(Rng(args.seed))
         .insert_resource(FrameCount(0))
         .add_systems(Startup, setup_scene)
-        .add_systems(First, time_frame)
         .add_systems(Update, (churn_meshes, animate).chain());
+    if args.interleave_names > 0 {
+        app.insert_resource(NamesInterleave::new(
+            args.interleave_names,
+            args.warmup,
+            args.frames,
+        ))
+        .add_systems(First, interleave_names);
+    } else {
+        app.add_systems(First, time_frame);
+    }
     app.sub_app_mut(bevy::render::RenderApp).add_systems(
         bevy::render::Render,
         wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
@@ -497,6 +513,109 @@ fn time_frame(
         );
     }
     exit.write(AppExit::Success);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --interleave-names: the pipeline naming's cost inside one process.
+
+/// Blocks of frames alternating the pipeline naming on and paused (the plugin's `cost-switches`):
+/// the two states' mean frame and process CPU within one process, whose mode (fast or slow, on the
+/// NVIDIA hosts) both share.
+#[derive(Resource)]
+struct NamesInterleave {
+    block: usize,
+    warmup: usize,
+    frames: usize,
+    last: Option<Instant>,
+    started: usize,
+    /// Per block: naming on, its frame times (not the first two after a switch), its CPU time.
+    blocks: Vec<(bool, Vec<Duration>, f64)>,
+    cpu_mark: f64,
+}
+
+impl NamesInterleave {
+    fn new(block: usize, warmup: usize, frames: usize) -> Self {
+        Self {
+            block,
+            warmup,
+            frames,
+            last: None,
+            started: 0,
+            blocks: Vec::new(),
+            cpu_mark: 0.0,
+        }
+    }
+}
+
+fn process_cpu_us() -> f64 {
+    frame_timing::thread_cpu_times()
+        .iter()
+        .map(|t| t.ns() as f64 / 1e3)
+        .sum()
+}
+
+fn interleave_names(mut state: ResMut<NamesInterleave>, mut exit: MessageWriter<AppExit>) {
+    let now = Instant::now();
+    let previous = state.last.replace(now);
+    let frame = state.started;
+    state.started += 1;
+    if frame < state.warmup {
+        return;
+    }
+    let timed = frame - state.warmup;
+    if timed > 0 && (timed - 1) % state.block >= 2 {
+        if let (Some(previous), Some(block)) = (previous, state.blocks.last_mut()) {
+            block.1.push(now - previous);
+        }
+    }
+    if !timed.is_multiple_of(state.block) {
+        return;
+    }
+    let cpu = process_cpu_us();
+    let since = cpu - state.cpu_mark;
+    state.cpu_mark = cpu;
+    if let Some(block) = state.blocks.last_mut() {
+        block.2 = since;
+    }
+    if timed >= state.frames {
+        println!("{}", names_summary(&state));
+        exit.write(AppExit::Success);
+        return;
+    }
+    // On, paused, on, paused, ...
+    let on = state.blocks.len().is_multiple_of(2);
+    #[cfg(feature = "pipeline_names")]
+    bevy_gpu_crash_reporter::set_pipeline_naming_paused(!on);
+    state.blocks.push((on, Vec::new(), 0.0));
+}
+
+/// `realistic_scene_names_interleave block=.. pairs=.. ratio_mean=.. ratio_pairs_median=..
+/// ratio_cpu=.. on_mean_us=.. paused_mean_us=..`
+fn names_summary(state: &NamesInterleave) -> String {
+    let mean_us = |times: &[Duration]| {
+        times.iter().map(|d| d.as_secs_f64() * 1e6).sum::<f64>() / times.len().max(1) as f64
+    };
+    let (mut on, mut off, mut on_cpu, mut off_cpu, mut pairs) =
+        (Vec::new(), Vec::new(), 0.0, 0.0, Vec::new());
+    for pair in state.blocks.chunks_exact(2) {
+        let ((_, a, a_cpu), (_, b, b_cpu)) = (&pair[0], &pair[1]);
+        pairs.push(mean_us(a) / mean_us(b));
+        on.extend_from_slice(a);
+        off.extend_from_slice(b);
+        on_cpu += a_cpu;
+        off_cpu += b_cpu;
+    }
+    format!(
+        "realistic_scene_names_interleave block={} pairs={} ratio_mean={:.4} \
+         ratio_pairs_median={:.4} ratio_cpu={:.4} on_mean_us={:.1} paused_mean_us={:.1}",
+        state.block,
+        pairs.len(),
+        mean_us(&on) / mean_us(&off),
+        median(&pairs),
+        on_cpu / off_cpu,
+        mean_us(&on),
+        mean_us(&off),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
