@@ -44,8 +44,9 @@
 mod support;
 
 use support::frame_timing::{self, median, wait_for_gpu, FrameTimes, RunResult};
+use support::interleave::{BlockInterleave, Step};
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
@@ -168,8 +169,12 @@ fn main() -> AppExit {
         .insert_resource(ChurnPerFrame(args.churn))
         .add_systems(Update, churn_buffers);
     if args.interleave > 0 {
-        app.insert_resource(Interleave::new(args.interleave, args.warmup, args.frames))
-            .add_systems(First, interleave_frame);
+        app.insert_resource(Interleave(BlockInterleave::new(
+            args.interleave,
+            args.warmup,
+            args.frames,
+        )))
+        .add_systems(First, interleave_frame);
     } else {
         app.insert_resource(FrameTimes::new(args.plugin, args.warmup, args.frames))
             .add_systems(First, time_frame);
@@ -198,127 +203,46 @@ fn time_frame(
     }
 }
 
-/// `--interleave`: blocks of frames alternating between everything on and the floor in one process.
+/// `--interleave`: blocks of frames alternating between everything on (A) and the floor (B) in one
+/// process.
 #[derive(Resource)]
-struct Interleave {
-    block: usize,
-    warmup: usize,
-    /// Timed frames wanted (both states together).
-    frames: usize,
-    last: Option<Instant>,
-    /// Frames started so far (warm-up included).
-    started: usize,
-    /// The state of the frame now running: at the floor or everything on.
-    floor_now: bool,
-    /// Per block: its state, the frame times kept (not the first two after a switch, whose events
-    /// and destroys straddle it), and the process CPU time over the block.
-    blocks: Vec<(bool, Vec<Duration>, f64)>,
-    cpu_mark: f64,
-}
-
-/// Frames after a switch that are not timed: a buffer destroyed in one frame is released by wgpu a
-/// frame or two later, so those frames still see the previous state's events.
-const SWITCH_SETTLE_FRAMES: usize = 2;
-
-impl Interleave {
-    fn new(block: usize, warmup: usize, frames: usize) -> Self {
-        Self {
-            block,
-            warmup,
-            frames,
-            last: None,
-            started: 0,
-            floor_now: false,
-            blocks: Vec::new(),
-            cpu_mark: 0.0,
-        }
-    }
-}
-
-/// The process's CPU time in microseconds, summed over its live threads (ns precision).
-fn process_cpu_us() -> f64 {
-    frame_timing::thread_cpu_times()
-        .iter()
-        .map(|t| t.ns() as f64 / 1e3)
-        .sum()
-}
+struct Interleave(BlockInterleave);
 
 fn interleave_frame(
     mut state: ResMut<Interleave>,
     reporter: Option<Res<GpuCrashReporter>>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    let now = Instant::now();
-    let previous = state.last.replace(now);
-    let frame = state.started; // index of the frame starting now
-    state.started += 1;
-    if frame < state.warmup {
-        return;
-    }
-    let timed = frame - state.warmup; // this frame's index among measured frames
-                                      // The frame that just ended (index timed - 1) belongs to the last block.
-    if timed > 0 {
-        let in_block = (timed - 1) % state.block;
-        if let (Some(previous), Some(block)) = (previous, state.blocks.last_mut()) {
-            if in_block >= SWITCH_SETTLE_FRAMES {
-                block.1.push(now - previous);
-            }
-        }
-    }
-    if timed.is_multiple_of(state.block) {
-        let cpu = process_cpu_us();
-        let since = cpu - state.cpu_mark;
-        state.cpu_mark = cpu;
-        if let Some(block) = state.blocks.last_mut() {
-            block.2 = since;
-        }
-        if timed >= state.frames {
-            println!("{}", interleave_summary(&state, reporter.as_deref()));
+    match state.0.frame_started(Instant::now()) {
+        Step::Go => {}
+        Step::Switch { a } => gpu_crash_core::test_support::set_cost_floor_now(!a),
+        Step::Done => {
+            println!("{}", interleave_summary(&state.0, reporter.as_deref()));
             exit.write(AppExit::Success);
-            return;
         }
-        // Blocks go on, floor, on, floor, ...: the first timed block is everything on.
-        let floor = state.blocks.len() % 2 == 1;
-        state.floor_now = floor;
-        gpu_crash_core::test_support::set_cost_floor_now(floor);
-        state.blocks.push((floor, Vec::new(), 0.0));
     }
 }
 
 /// `frame_overhead_interleave block=.. pairs=.. ratio_mean=.. ratio_pairs_median=.. ratio_cpu=..
 /// on_mean_us=.. floor_mean_us=.. on_cpu_us_per_frame=.. floor_cpu_us_per_frame=.. events=.. dropped=..`
-fn interleave_summary(state: &Interleave, reporter: Option<&GpuCrashReporter>) -> String {
-    let mean_us = |times: &[Duration]| {
-        times.iter().map(|d| d.as_secs_f64() * 1e6).sum::<f64>() / times.len().max(1) as f64
-    };
-    let (mut on, mut floor, mut on_cpu, mut floor_cpu) = (Vec::new(), Vec::new(), 0.0, 0.0);
-    let mut pair_ratios = Vec::new();
-    for pair in state.blocks.chunks_exact(2) {
-        let ((_, a, a_cpu), (_, b, b_cpu)) = (&pair[0], &pair[1]);
-        pair_ratios.push(mean_us(a) / mean_us(b));
-        on.extend_from_slice(a);
-        floor.extend_from_slice(b);
-        on_cpu += a_cpu;
-        floor_cpu += b_cpu;
-    }
-    let pairs = pair_ratios.len();
-    let (on_cpu, floor_cpu) = (
-        on_cpu / (pairs * state.block).max(1) as f64,
-        floor_cpu / (pairs * state.block).max(1) as f64,
-    );
+fn interleave_summary(state: &BlockInterleave, reporter: Option<&GpuCrashReporter>) -> String {
+    let s = state.summary();
     let (events, dropped) = reporter
         .map(|r| (r.index_stats().events, r.binding_events_dropped()))
         .unwrap_or((0, 0));
     format!(
-        "frame_overhead_interleave block={} pairs={pairs} ratio_mean={:.4} ratio_pairs_median={:.4} \
-         ratio_cpu={:.4} on_mean_us={:.1} floor_mean_us={:.1} on_cpu_us_per_frame={on_cpu:.1} \
-         floor_cpu_us_per_frame={floor_cpu:.1} events={events} dropped={dropped}",
-        state.block,
-        mean_us(&on) / mean_us(&floor),
-        median(&pair_ratios),
-        on_cpu / floor_cpu,
-        mean_us(&on),
-        mean_us(&floor),
+        "frame_overhead_interleave block={} pairs={} ratio_mean={:.4} ratio_pairs_median={:.4} \
+         ratio_cpu={:.4} on_mean_us={:.1} floor_mean_us={:.1} on_cpu_us_per_frame={:.1} \
+         floor_cpu_us_per_frame={:.1} events={events} dropped={dropped}",
+        s.block,
+        s.pairs,
+        s.ratio_mean,
+        s.ratio_pairs_median,
+        s.ratio_cpu,
+        s.a_mean_us,
+        s.b_mean_us,
+        s.a_cpu_us_per_frame,
+        s.b_cpu_us_per_frame,
     )
 }
 

@@ -5,6 +5,7 @@
 //! (Not an example of its own: Cargo builds `examples/<dir>/` only when it holds a `main.rs`.)
 
 pub mod frame_timing;
+pub mod interleave;
 
 use std::time::Duration;
 

@@ -42,6 +42,7 @@ use bevy::prelude::*;
 use bevy::render::renderer::RenderAdapterInfo;
 use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
 use support::frame_timing::{self, median, wait_for_gpu, FrameTimes, RunResult};
+use support::interleave::{BlockInterleave, Step};
 use support::offscreen_target;
 
 /// Size of the offscreen render target.
@@ -174,11 +175,11 @@ fn main() -> AppExit {
         .add_systems(Startup, setup_scene)
         .add_systems(Update, (churn_meshes, animate).chain());
     if args.interleave_names > 0 {
-        app.insert_resource(NamesInterleave::new(
+        app.insert_resource(NamesInterleave(BlockInterleave::new(
             args.interleave_names,
             args.warmup,
             args.frames,
-        ))
+        )))
         .add_systems(First, interleave_names);
     } else {
         app.add_systems(First, time_frame);
@@ -518,104 +519,34 @@ fn time_frame(
 // ---------------------------------------------------------------------------------------------
 // --interleave-names: the pipeline naming's cost inside one process.
 
-/// Blocks of frames alternating the pipeline naming on and paused (the plugin's `cost-switches`):
-/// the two states' mean frame and process CPU within one process, whose mode (fast or slow, on the
-/// NVIDIA hosts) both share.
+/// Blocks of frames alternating the pipeline naming on (A) and paused (B) (the plugin's
+/// `cost-switches`): the two states' mean frame and process CPU within one process.
 #[derive(Resource)]
-struct NamesInterleave {
-    block: usize,
-    warmup: usize,
-    frames: usize,
-    last: Option<Instant>,
-    started: usize,
-    /// Per block: naming on, its frame times (not the first two after a switch), its CPU time.
-    blocks: Vec<(bool, Vec<Duration>, f64)>,
-    cpu_mark: f64,
-}
-
-impl NamesInterleave {
-    fn new(block: usize, warmup: usize, frames: usize) -> Self {
-        Self {
-            block,
-            warmup,
-            frames,
-            last: None,
-            started: 0,
-            blocks: Vec::new(),
-            cpu_mark: 0.0,
-        }
-    }
-}
-
-fn process_cpu_us() -> f64 {
-    frame_timing::thread_cpu_times()
-        .iter()
-        .map(|t| t.ns() as f64 / 1e3)
-        .sum()
-}
+struct NamesInterleave(BlockInterleave);
 
 fn interleave_names(mut state: ResMut<NamesInterleave>, mut exit: MessageWriter<AppExit>) {
-    let now = Instant::now();
-    let previous = state.last.replace(now);
-    let frame = state.started;
-    state.started += 1;
-    if frame < state.warmup {
-        return;
-    }
-    let timed = frame - state.warmup;
-    if timed > 0 && (timed - 1) % state.block >= 2 {
-        if let (Some(previous), Some(block)) = (previous, state.blocks.last_mut()) {
-            block.1.push(now - previous);
+    match state.0.frame_started(Instant::now()) {
+        Step::Go => {}
+        #[cfg(feature = "pipeline_names")]
+        Step::Switch { a } => bevy_gpu_crash_reporter::set_pipeline_naming_paused(!a),
+        #[cfg(not(feature = "pipeline_names"))]
+        Step::Switch { .. } => {}
+        Step::Done => {
+            let s = state.0.summary();
+            println!(
+                "realistic_scene_names_interleave block={} pairs={} ratio_mean={:.4} \
+                 ratio_pairs_median={:.4} ratio_cpu={:.4} on_mean_us={:.1} paused_mean_us={:.1}",
+                s.block,
+                s.pairs,
+                s.ratio_mean,
+                s.ratio_pairs_median,
+                s.ratio_cpu,
+                s.a_mean_us,
+                s.b_mean_us,
+            );
+            exit.write(AppExit::Success);
         }
     }
-    if !timed.is_multiple_of(state.block) {
-        return;
-    }
-    let cpu = process_cpu_us();
-    let since = cpu - state.cpu_mark;
-    state.cpu_mark = cpu;
-    if let Some(block) = state.blocks.last_mut() {
-        block.2 = since;
-    }
-    if timed >= state.frames {
-        println!("{}", names_summary(&state));
-        exit.write(AppExit::Success);
-        return;
-    }
-    // On, paused, on, paused, ...
-    let on = state.blocks.len().is_multiple_of(2);
-    #[cfg(feature = "pipeline_names")]
-    bevy_gpu_crash_reporter::set_pipeline_naming_paused(!on);
-    state.blocks.push((on, Vec::new(), 0.0));
-}
-
-/// `realistic_scene_names_interleave block=.. pairs=.. ratio_mean=.. ratio_pairs_median=..
-/// ratio_cpu=.. on_mean_us=.. paused_mean_us=..`
-fn names_summary(state: &NamesInterleave) -> String {
-    let mean_us = |times: &[Duration]| {
-        times.iter().map(|d| d.as_secs_f64() * 1e6).sum::<f64>() / times.len().max(1) as f64
-    };
-    let (mut on, mut off, mut on_cpu, mut off_cpu, mut pairs) =
-        (Vec::new(), Vec::new(), 0.0, 0.0, Vec::new());
-    for pair in state.blocks.chunks_exact(2) {
-        let ((_, a, a_cpu), (_, b, b_cpu)) = (&pair[0], &pair[1]);
-        pairs.push(mean_us(a) / mean_us(b));
-        on.extend_from_slice(a);
-        off.extend_from_slice(b);
-        on_cpu += a_cpu;
-        off_cpu += b_cpu;
-    }
-    format!(
-        "realistic_scene_names_interleave block={} pairs={} ratio_mean={:.4} \
-         ratio_pairs_median={:.4} ratio_cpu={:.4} on_mean_us={:.1} paused_mean_us={:.1}",
-        state.block,
-        pairs.len(),
-        mean_us(&on) / mean_us(&off),
-        median(&pairs),
-        on_cpu / off_cpu,
-        mean_us(&on),
-        mean_us(&off),
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
