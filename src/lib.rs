@@ -50,10 +50,6 @@ mod resources;
 mod vulkan_init;
 
 pub use breadcrumbs::GpuBreadcrumbs;
-/// A cost measurement's switch (feature `cost-switches`; BENCHMARKS.md), not for games.
-#[cfg(feature = "cost-switches")]
-#[doc(hidden)]
-pub use pipelines::set_pipeline_naming_paused;
 pub use gpu_crash_core;
 pub use gpu_crash_core::report;
 pub use gpu_crash_core::{
@@ -61,5 +57,9 @@ pub use gpu_crash_core::{
     DsnError, FlushSummary, IndexedAssets, OnHang, Outbox, OutboxError, SessionTracking,
     SettingsError, UploadConsent, UploadState, OUTBOX_DIR_NAME, REPORTS_DIR_NAME,
 };
+/// A cost measurement's switch (feature `cost-switches`; BENCHMARKS.md), not for games.
+#[cfg(feature = "cost-switches")]
+#[doc(hidden)]
+pub use pipelines::set_pipeline_naming_paused;
 pub use plugin::{GpuCrashReporterPlugin, BEVY_VERSION};
 pub use resources::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReports};
