@@ -167,6 +167,38 @@ fn drill_hang_is_reported_within_the_timeout_plus_one_second() {
     // The drill's hang frees nothing wrongly: no object is blamed.
     assert!(hang.suspects.is_empty(), "{:#?}", hang.suspects);
     assert!(report.summary.contains("no suspect"), "{}", report.summary);
+    // Frames had completed before it: not the note of a GPU that never finished one.
+    assert!(
+        !report.notes.iter().any(|n| n.contains(NO_FRAME_NOTE)),
+        "{:#?}",
+        report.notes
+    );
+}
+
+/// The note a hang carries when the GPU had finished no frame of its device.
+const NO_FRAME_NOTE: &str = "the GPU had finished no frame of this device";
+
+/// A GPU that never finishes the first frame (on the H100 host: still busy with an earlier
+/// process's endless shader, 8+ minutes after that process ended) is reported as a hang, and the
+/// report says that no frame of this device had finished, so it is not read as a bug of frame 1.
+#[test]
+fn a_hang_before_any_frame_finished_says_so() {
+    let run = run(
+        "first-frame",
+        "frames",
+        Some("hang"),
+        &[("GPU_CRASH_DRILL_AFTER", "0")],
+    );
+    assert_eq!(run.output.status.code(), Some(3), "{}", run.stderr());
+    assert_eq!(run.reports.len(), 1, "{}", run.stderr());
+    let report = &run.reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang);
+    assert!(
+        report.notes.iter().any(|n| n.contains(NO_FRAME_NOTE)),
+        "{}\n{:#?}",
+        report.summary,
+        report.notes
+    );
 }
 
 #[test]

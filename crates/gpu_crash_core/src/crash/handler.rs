@@ -61,6 +61,16 @@ const WAIT_MARGIN: Duration = Duration::from_secs(1);
 /// for nothing longer (what is not sent goes at the next launch).
 const EXIT_SESSION_UPLOAD: Duration = Duration::from_secs(2);
 
+/// A hang's note when the GPU had finished no frame of its device: the hang is in the first frames,
+/// or the GPU was still busy with work from outside this process. On the H100 host (driver
+/// 580.159.04, headless) an endless shader kept the GPU busy for other processes for 8+ minutes
+/// after its own process ended, and each later process hung in its frame 1 (docs/driver-facts.md).
+pub(crate) const NO_FRAME_COMPLETED_NOTE: &str =
+    "the GPU had finished no frame of this device when it stalled: either this run's first frames \
+     hang, or the GPU was still busy with work from before this process (on NVIDIA's Linux driver \
+     an earlier process's endless shader kept the GPU busy for minutes after that process ended); \
+     if an earlier run reported a hang shortly before, this report may be its consequence";
+
 /// What is left to send of a report that is on disk and in the outbox (or could not be).
 enum Delivery {
     /// No DSN, or held back by the crash-loop limit: nothing to send now.
@@ -344,6 +354,13 @@ impl CrashHandling {
                 self.settings.hang_timeout,
                 watchdog_timeout,
             );
+            if session
+                .timeline
+                .as_ref()
+                .is_some_and(|t| t.completed() == 0)
+            {
+                report.notes.push(NO_FRAME_COMPLETED_NOTE.to_owned());
+            }
         }
         drop(index);
         (report, vendor_binary)
