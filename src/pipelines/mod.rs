@@ -69,11 +69,6 @@ fn naming_on() -> bool {
     !PAUSED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-#[cfg(not(feature = "cost-switches"))]
-fn naming_on() -> bool {
-    true
-}
-
 /// The systems that register pipelines and record the frame's draw lists: the plugin orders them
 /// after the frame began in the reporter's GPU ledger (the frame number breadcrumbs use).
 #[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,23 +77,19 @@ pub(crate) struct RecordDrawLists;
 /// Adds the systems to the render app. The draw lists are read after Bevy sorted its phases, before
 /// the graph records them.
 pub(crate) fn install(render_app: &mut SubApp, material_names: MaterialTypeNames) {
+    let record = (registry::register_pipelines, draw_lists::record_draw_lists)
+        .chain()
+        .in_set(RenderSystems::Render)
+        .in_set(RecordDrawLists)
+        .before(render_system);
+    let users = users::refresh_pipeline_users.after(bevy::pbr::MaterialExtractionSystems);
+    // Only a cost measurement's build checks the switch each frame.
+    #[cfg(feature = "cost-switches")]
+    let (record, users) = (record.run_if(naming_on), users.run_if(naming_on));
     render_app
         .insert_resource(material_names)
         .init_resource::<registry::PipelineShaders>()
         .init_resource::<draw_lists::PipelinesInUse>()
-        .add_systems(
-            Render,
-            (registry::register_pipelines, draw_lists::record_draw_lists)
-                .chain()
-                .run_if(naming_on)
-                .in_set(RenderSystems::Render)
-                .in_set(RecordDrawLists)
-                .before(render_system),
-        )
-        .add_systems(
-            ExtractSchedule,
-            users::refresh_pipeline_users
-                .run_if(naming_on)
-                .after(bevy::pbr::MaterialExtractionSystems),
-        );
+        .add_systems(Render, record)
+        .add_systems(ExtractSchedule, users);
 }

@@ -65,7 +65,7 @@ const EXIT_SESSION_UPLOAD: Duration = Duration::from_secs(2);
 /// or the GPU was still busy with work from outside this process. On the H100 host (driver
 /// 580.159.04, headless) an endless shader kept the GPU busy for other processes for 8+ minutes
 /// after its own process ended, and each later process hung in its frame 1 (docs/driver-facts.md).
-pub(crate) const NO_FRAME_COMPLETED_NOTE: &str =
+const NO_FRAME_COMPLETED_NOTE: &str =
     "the GPU had finished no frame of this device when it stalled: either this run's first frames \
      hang, or the GPU was still busy with work from before this process (on NVIDIA's Linux driver \
      an earlier process's endless shader kept the GPU busy for minutes after that process ended); \
