@@ -23,7 +23,7 @@ use crate::vulkan::{ExtensionRequest, FaultFeatures, GpuCrashCapabilities, Vulka
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The index's thread could not be started.
-    #[error("could not start the reporter's indexer thread: {0}")]
+    #[error("could not start the reporter's indexer threads: {0}")]
     IndexerThread(#[source] std::io::Error),
 }
 
@@ -64,7 +64,7 @@ pub struct CrashReporter {
 }
 
 impl CrashReporter {
-    /// Starts the reporter: its indexer thread, the upload of what earlier runs left in the outbox
+    /// Starts the reporter: its indexer threads, the upload of what earlier runs left in the outbox
     /// (off this thread), and the panic hook that reports a loss a panic reveals. Settings it
     /// cannot use are brought into range ([`Self::settings_errors`]).
     pub fn start(settings: &ReporterSettings) -> Result<Self, StartError> {

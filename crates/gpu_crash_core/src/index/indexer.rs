@@ -19,7 +19,7 @@ use super::{AddressIndex, IndexSettings};
 use crate::capture::record::generation_tag;
 use crate::capture::{BindingRecord, BindingRing, RingConsumer};
 
-/// The index shared between the indexer thread and whoever resolves a fault.
+/// The index shared between the indexer threads and whoever resolves a fault.
 pub type SharedIndex = Arc<Mutex<AddressIndex>>;
 
 /// Records folded per lock of the index, so a resolver waiting for the lock waits microseconds; the
@@ -34,7 +34,7 @@ pub(crate) const COST_NO_FOLD_VAR: &str = "GPU_CRASH_REPORTER_COST_NO_FOLD";
 /// normal priority, as before it was lowered.
 pub(crate) const COST_NORMAL_PRIORITY_VAR: &str = "GPU_CRASH_REPORTER_COST_INDEXER_NORMAL_PRIORITY";
 
-/// Owns the indexer thread; dropping it stops the thread after a last drain.
+/// Owns the indexer threads; dropping it stops both after a last drain.
 pub struct IndexerHandle {
     ring: Arc<BindingRing>,
     index: SharedIndex,
@@ -114,7 +114,8 @@ impl IndexerHandle {
         &self.index
     }
 
-    /// Starts a new frame: later records carry `frame`, and the thread folds what arrived so far.
+    /// Starts a new frame: later records carry `frame`, and the background thread folds what arrived
+    /// so far.
     pub fn frame_tick(&self, frame: u64) {
         self.ring.set_frame(frame);
         if let Some(thread) = &self.background {
@@ -210,7 +211,7 @@ struct Consumer {
 
 /// Device generation tags (`generation_tag`) with a claim on the index: holds and pins are
 /// multisets, one entry per holder, so two holders of one device release independently. A few
-/// entries at most (a device or two in a crash); locked by the indexer thread once per drain and by
+/// entries at most (a device or two in a crash); locked by an indexer thread once per drain and by
 /// the crash path, never by the messenger callback.
 #[derive(Default)]
 struct DeviceClaims {
