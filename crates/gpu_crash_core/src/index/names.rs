@@ -67,6 +67,11 @@ pub(crate) struct NameArena {
     /// usually one of a few seen just before, and comparing its bytes with one candidate is
     /// cheaper than hashing and probing the table. Forgotten by a compaction, which may free ids.
     recent: [NameId; RECENT_NAMES],
+    /// One bit per entry of `recent`: found there since the last time a name asked for the entry.
+    /// A name found again in the table takes an entry only when its bit is clear (a second
+    /// chance, as in CLOCK), so per-object labels that come back (a streamed chunk reloaded) do
+    /// not push out the kind names hit hundreds of times a frame.
+    recent_used: u64,
     /// `id + 1` per bucket, 0 = empty.
     table: Vec<u32>,
     table_bits: u32,
@@ -74,8 +79,9 @@ pub(crate) struct NameArena {
     dead_names: usize,
 }
 
-/// Entries of [`NameArena`]'s recent-names cache.
+/// Entries of [`NameArena`]'s recent-names cache (one bit each in `NameArena::recent_used`).
 const RECENT_NAMES: usize = 64;
+const _: () = assert!(RECENT_NAMES <= u64::BITS as usize);
 
 /// Where a name goes in the recent-names cache: its length and its first and last 8 bytes mixed (a
 /// few instructions; names that collide only evict each other).
@@ -149,6 +155,7 @@ impl NameArena {
             free: NO_NAME,
             free_len: 0,
             recent: [NO_NAME; RECENT_NAMES],
+            recent_used: 0,
             table: vec![0; buckets],
             table_bits: buckets.trailing_zeros(),
             dead_bytes: 0,
@@ -163,6 +170,7 @@ impl NameArena {
         self.free = NO_NAME;
         self.free_len = 0;
         self.recent = [NO_NAME; RECENT_NAMES];
+        self.recent_used = 0;
         self.table.fill(0);
         self.dead_bytes = 0;
         self.dead_names = 0;
@@ -245,16 +253,32 @@ impl NameArena {
     /// taken: one candidate, compared byte for byte; no hashing of the whole name, no probing.
     /// Stored names are UTF-8, so a match means `bytes` are too.
     #[inline]
-    pub(crate) fn recent(&self, bytes: &[u8]) -> Option<NameId> {
-        let id = self.recent[recent_slot(bytes)];
+    pub(crate) fn recent(&mut self, bytes: &[u8]) -> Option<NameId> {
+        let entry = recent_slot(bytes);
+        let id = self.recent[entry];
         if id == NO_NAME {
             return None;
         }
         let slot = &self.slots[id as usize];
         let start = slot.offset as usize + HEADER;
-        (slot.len as usize == bytes.len()
-            && same_bytes(&self.bytes[start..start + bytes.len()], bytes))
-        .then_some(id)
+        let hit = slot.len as usize == bytes.len()
+            && same_bytes(&self.bytes[start..start + bytes.len()], bytes);
+        if hit {
+            self.recent_used |= 1 << entry;
+        }
+        hit.then_some(id)
+    }
+
+    /// Offers `id` (found again in the table) an entry of the recent-names cache: taken unless the
+    /// entry's name was found since the last offer, which clears its bit instead.
+    fn offer_recent(&mut self, name: &[u8], id: NameId) {
+        let entry = recent_slot(name);
+        let bit = 1u64 << entry;
+        if self.recent_used & bit != 0 {
+            self.recent_used &= !bit;
+        } else {
+            self.recent[entry] = id;
+        }
     }
 
     /// The id of `name` with one reference taken for the caller, or `None` (counted) when it does not
@@ -274,7 +298,7 @@ impl NameArena {
             Ok(bucket) => {
                 let id = self.table[bucket] - 1;
                 self.acquire(id);
-                self.recent[recent_slot(name)] = id;
+                self.offer_recent(name, id);
                 return Some(id);
             }
             Err(bucket) => bucket,
@@ -361,6 +385,7 @@ impl NameArena {
         }
         self.bytes.truncate(write);
         self.recent = [NO_NAME; RECENT_NAMES];
+        self.recent_used = 0;
         self.dead_bytes = 0;
         self.dead_names = 0;
     }
@@ -483,6 +508,39 @@ mod tests {
         names.release(b);
         assert_ne!(names.intern("mesh vertex buffer"), None);
         assert_eq!(names.in_use(), 8);
+    }
+
+    /// A label that comes back now and then (a per-object name found again in the table) must not
+    /// push a kind name in constant use out of the recent-names cache: that made every kind name of
+    /// the `indexer_fold` bench's churn miss the cache and hash and probe the table instead.
+    #[test]
+    fn a_returning_label_does_not_push_out_a_name_in_constant_use() {
+        let mut names = NameArena::new(1 << 16);
+        let kind = "mesh vertex buffer";
+        let held = names.intern(kind).unwrap();
+        assert_eq!(names.intern(kind), Some(held), "seen again: cached");
+        // A per-object label that lands on the kind name's cache entry.
+        let label = (0..)
+            .map(|i| format!("chunk_{i:08}_lod0"))
+            .find(|l| recent_slot(l.as_bytes()) == recent_slot(kind.as_bytes()))
+            .unwrap();
+        let label_id = names.intern(&label).unwrap();
+        for _ in 0..3 {
+            // The kind name is found between two returns of the label, as a frame's binds do.
+            assert_eq!(names.recent(kind.as_bytes()), Some(held));
+            assert_eq!(names.intern(&label), Some(label_id));
+        }
+        assert_eq!(names.recent(kind.as_bytes()), Some(held), "still cached");
+        // Once the kind name is no longer found, the label gets the entry at its second offer.
+        assert_eq!(names.intern(&label), Some(label_id));
+        assert_eq!(
+            names.recent(label.as_bytes()),
+            None,
+            "the first offer cleared the bit"
+        );
+        assert_eq!(names.intern(&label), Some(label_id));
+        assert_eq!(names.recent(label.as_bytes()), Some(label_id));
+        assert_eq!(names.recent(kind.as_bytes()), None);
     }
 
     #[test]
