@@ -1,9 +1,13 @@
 //! The indexer threads: the ring's consumer, folding records into the [`AddressIndex`].
 //!
 //! Two threads share the one consumer (a mutex; one drains at a time):
-//! - the **background** thread wakes once per frame (the plugin calls [`IndexerHandle::frame_tick`])
-//!   and runs at the lowest priority ([`crate::background`]), so the steady fold of a frame's
-//!   events takes only CPU time the game leaves idle;
+//! - the **background** thread wakes at a frame tick ([`IndexerHandle::frame_tick`]) once a quarter
+//!   of the ring is waiting, or every 100 ms, and runs at the lowest priority
+//!   ([`crate::background`]), so the steady fold takes only CPU time the game leaves idle. Folding
+//!   a few frames' events at once costs less per event than a frame's at a time (the index's
+//!   tables are cold after each frame of the game's own work: BENCHMARKS.md, issue 35), and
+//!   nothing reads the index without [`IndexerHandle::flush`] first, so it being a few frames
+//!   behind is never seen;
 //! - the **urgent** thread, at normal priority, wakes when the ring passes half full (the callback
 //!   unparks it) or a crash claims the index, so a level load that binds 100,000 resources within
 //!   one frame is folded while it happens instead of overflowing the ring, even on a machine whose
@@ -25,8 +29,14 @@ pub type SharedIndex = Arc<Mutex<AddressIndex>>;
 /// Records folded per lock of the index, so a resolver waiting for the lock waits microseconds; the
 /// batch (120 KiB) stays in a core's L2 between the copy out of the ring and the fold.
 const BATCH: usize = 1_024;
-/// Longest sleep without a frame tick or wake-up (keeps the index fresh in a stalled app).
+/// Longest sleep of the background thread (folds what a game with few binding events left waiting).
 const IDLE_WAKE: Duration = Duration::from_millis(100);
+/// The background thread is woken at a frame tick once `capacity / FOLD_AT_SHARE` records wait:
+/// a quarter, half way to the urgent thread's half full.
+const FOLD_AT_SHARE: usize = 4;
+/// The control of a cost measurement (BENCHMARKS.md, issue 35): set, every frame tick wakes the
+/// background thread, as before it waited for a quarter of the ring.
+pub(crate) const COST_FOLD_EVERY_FRAME_VAR: &str = "GPU_CRASH_REPORTER_COST_FOLD_EVERY_FRAME";
 /// A cost measurement (BENCHMARKS.md, `frame_overhead --no-fold`): records are drained from the ring
 /// and dropped, not folded, so a run shows the callback and the ring without the index.
 pub(crate) const COST_NO_FOLD_VAR: &str = "GPU_CRASH_REPORTER_COST_NO_FOLD";
@@ -42,10 +52,12 @@ pub struct IndexerHandle {
     /// Which devices' unbinds are held and which devices' index a report still reads.
     claims: Arc<Mutex<DeviceClaims>>,
     stop: Arc<AtomicBool>,
-    /// Folds each frame's events at the lowest priority.
+    /// Folds the steady stream of events, a quarter ring at a time, at the lowest priority.
     background: Option<JoinHandle<()>>,
     /// Folds at normal priority when the ring passes half full or a crash claims the index.
     urgent: Option<JoinHandle<()>>,
+    /// Records waiting at a frame tick that wake the background thread.
+    fold_at: usize,
 }
 
 impl IndexerHandle {
@@ -93,7 +105,15 @@ impl IndexerHandle {
         })?;
         let urgent = spawn("gpu-crash-burst", false, std::thread::park)?;
         ring.set_consumer_thread(urgent.thread().clone());
+        let every_frame =
+            std::env::var_os(COST_FOLD_EVERY_FRAME_VAR).is_some_and(|v| !v.is_empty());
+        let fold_at = if every_frame {
+            0
+        } else {
+            ring.capacity() / FOLD_AT_SHARE
+        };
         Ok(Self {
+            fold_at,
             ring,
             index,
             consumer,
@@ -114,10 +134,13 @@ impl IndexerHandle {
         &self.index
     }
 
-    /// Starts a new frame: later records carry `frame`, and the background thread folds what arrived
-    /// so far.
+    /// Starts a new frame: later records carry `frame`, and once a quarter of the ring is waiting the
+    /// background thread folds it.
     pub fn frame_tick(&self, frame: u64) {
         self.ring.set_frame(frame);
+        if !fold_due(self.ring.len(), self.fold_at) {
+            return;
+        }
         if let Some(thread) = &self.background {
             thread.thread().unpark();
         }
@@ -187,6 +210,12 @@ impl Drop for IndexerHandle {
     }
 }
 
+/// Whether a frame tick wakes the background thread: `pending` records wait, `fold_at` is the
+/// handle's threshold (0: every tick, the cost control).
+fn fold_due(pending: usize, fold_at: usize) -> bool {
+    pending > 0 && pending >= fold_at
+}
+
 /// Locks the index even if a panicking thread poisoned it: the data is still the best we have.
 pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
     index
@@ -201,7 +230,7 @@ struct Consumer {
     claims: Arc<Mutex<DeviceClaims>>,
     /// [`COST_NO_FOLD_VAR`]: drain and drop.
     no_fold: bool,
-    /// The records of one batch, allocated once: a drain (every frame, and on the crash path)
+    /// The records of one batch, allocated once: a drain (in steady state, and on the crash path)
     /// allocates nothing.
     batch: Vec<BindingRecord>,
     /// A newer device's records drained while the index was pinned to an older one, oldest first;
@@ -496,7 +525,7 @@ mod tests {
         assert_eq!(first(&indexer), Some(0x3000), "then device 3");
     }
 
-    /// The per-frame fold runs at the lowest priority, the half-full and crash-claim fold at normal
+    /// The steady fold runs at the lowest priority, the half-full and crash-claim fold at normal
     /// priority (a game that keeps every core busy must not starve it into dropping events).
     #[cfg(target_os = "linux")]
     #[test]
@@ -530,6 +559,23 @@ mod tests {
         // The urgent thread keeps the niceness it was created with (this thread's).
         assert!(some_thread_with("gpu-crash-burst", nice_of(0)));
         drop(indexer);
+    }
+
+    /// A frame tick wakes the background fold only once a quarter of the ring waits: folding a few
+    /// frames' events at once cost 60 ns an event against 81 ns a frame at a time (BENCHMARKS.md).
+    #[test]
+    fn a_frame_tick_folds_once_a_quarter_of_the_ring_waits() {
+        assert!(!fold_due(0, 16), "nothing waits");
+        assert!(
+            !fold_due(15, 16),
+            "under a quarter: the next tick or the idle wake"
+        );
+        assert!(fold_due(16, 16));
+        assert!(fold_due(1, 0), "the cost control: every tick");
+        assert!(!fold_due(0, 0));
+
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        assert_eq!(indexer.fold_at, 16, "a quarter of the ring");
     }
 
     #[test]
