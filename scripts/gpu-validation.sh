@@ -1169,6 +1169,75 @@ build30() {
     ls -la .devrun
 }
 
+# Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
+# bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
+# into .devrun/b41.tar.xz.
+build41() {
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    local stage=/tmp/gv-stage41 bench
+    rm -rf $stage && mkdir -p .devrun $stage
+    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
+    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
+        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
+    cp "$target/release/examples/frame_overhead" "$bench" $stage/
+    mv $stage/indexer_fold-* $stage/fold_now
+    cp "${FOLD41_BASE:?the indexer_fold binary of the base tree}" $stage/fold_base
+    strip $stage/*
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b41.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b41.commit
+    ls -la .devrun
+}
+
+# Batch 41a (issue 35): ours inside one process under 1,000 buffers a frame (frame_overhead
+# --interleave 20), this tree against its control (the background fold woken every frame,
+# GPU_CRASH_REPORTER_COST_FOLD_EVERY_FRAME), 7 processes each, the order swapped every round; each
+# line copied to $OUT as it comes.
+device41a() {
+    setup_device
+    tar -C $bin -xJf .devrun/b41.tar.xz
+    echo "commit $(cat .devrun/b41.commit); $(nproc) cores" | tee -a $logs/env.txt
+    cp $logs/env.txt "$OUT/"
+    local r which order env
+    for r in $(seq 1 "${ROUNDS41:-7}"); do
+        if [ $((r % 2)) -eq 1 ]; then order="quarter every"; else order="every quarter"; fi
+        for which in $order; do
+            env=X41=1; [ $which = every ] && env=GPU_CRASH_REPORTER_COST_FOLD_EVERY_FRAME=1
+            env $env timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
+                > $logs/il-$r-$which.out 2> $logs/il-$r-$which.err
+            echo "round $r $which rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il-$r-$which.out)" \
+                | tee -a "$OUT/interleave.txt"
+        done
+    done
+}
+
+# Batch 41b (issue 35): the scaling rows at 100 and 10,000 buffers a frame (ours inside one process,
+# 5 processes each), and the indexer_fold bench now and before (7 rounds, order swapped).
+device41b() {
+    setup_device
+    tar -C $bin -xJf .devrun/b41.tar.xz
+    echo "commit $(cat .devrun/b41.commit); $(nproc) cores" | tee -a $logs/env.txt
+    cp $logs/env.txt "$OUT/"
+    local r n b order
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="fold_base fold_now"; else order="fold_now fold_base"; fi
+        for b in $order; do
+            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
+                > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
+            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
+                | tee -a "$OUT/fold.txt"
+        done
+    done
+    for n in 100 10000; do
+        for r in $(seq 1 5); do
+            timeout -s KILL 60 $bin/frame_overhead --interleave 20 --churn $n --frames 300 --warmup 30 \
+                > $logs/churn-$n-$r.out 2> $logs/churn-$n-$r.err
+            echo "churn $n process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/churn-$n-$r.out)" \
+                | tee -a "$OUT/churn.txt"
+        done
+    done
+}
+
 # Batch 32 (issue 33): the pipeline naming's cost inside one process: the realistic scene with the
 # naming paused and resumed every 20 frames (`--interleave-names 20`, the plugin's `cost-switches`),
 # SCENE32_PROCESSES processes (default 7), each line copied to $OUT as it comes.
@@ -1261,6 +1330,9 @@ case "${1:-}" in
     build30) build30 ;;
     device31) device31 ;;
     device32) device32 ;;
+    build41) build41 ;;
+    device41a) device41a ;;
+    device41b) device41b ;;
     build) build ;;
     build27) build27 ;;
     build28) build28 ;;
