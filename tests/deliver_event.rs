@@ -282,6 +282,32 @@ fn a_hang_tags_its_first_pipeline_and_keeps_its_fingerprint() {
     assert!(e["tags"].get("gpu.shader").is_none(), "{}", e["tags"]);
 }
 
+/// A hang at a relaunch that continues an earlier run's hang is sent with the earlier report's
+/// issue fingerprint, not its own (which names the pass that came first in its frame 1), and says
+/// which report it joins in a tag.
+#[test]
+fn a_hang_after_an_earlier_runs_hang_joins_that_issue() {
+    use bevy_gpu_crash_reporter::report::EarlierHang;
+    let s = settings(tmp_dir("after-earlier-hang"));
+    let mut earlier = gpu_hang();
+    earlier.gpu_stage = Some("Core3d MainPass of camera \"main\"".into());
+    let earlier_fingerprint = sentry_event(&earlier, &s)["fingerprint"].clone();
+    let mut relaunch = gpu_hang();
+    relaunch.gpu_stage = Some("Core3d Prepass of camera \"minimap\"".into());
+    let own = sentry_event(&relaunch, &s)["fingerprint"].clone();
+    assert_ne!(own, earlier_fingerprint, "the two differ on their own");
+    relaunch.after_earlier_hang = Some(EarlierHang {
+        report_id: earlier.id.clone(),
+        event_id: earlier.event_id().to_owned(),
+        fingerprint: serde_json::from_value(earlier_fingerprint.clone()).unwrap(),
+        process_id: 4242,
+        ms_before: 60_000,
+    });
+    let e = sentry_event(&relaunch, &s);
+    assert_eq!(e["fingerprint"], earlier_fingerprint);
+    assert_eq!(e["tags"]["gpu.after_earlier_hang"], earlier.id.as_str());
+}
+
 /// A report with 100k recent events and a fault with 50k nearby events: the event stays under
 /// 1 MiB, says what was trimmed, and the attachment stays under its bound.
 #[test]

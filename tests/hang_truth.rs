@@ -59,9 +59,18 @@ impl Run {
 /// one at 100%; next to it, on a 2-core machine, a healthy child's frames can take seconds (seen once
 /// in a full test run: the pause case reported a hang when the stall case ran beside it).
 fn run(name: &str, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run {
+    run_in(
+        common::scratch_dir(&format!("truth-{name}")),
+        mode,
+        drill,
+        env,
+    )
+}
+
+/// [`run`] in `dir`, which may hold an earlier run's reports (they are in [`Run::reports`] too).
+fn run_in(dir: std::path::PathBuf, mode: &str, drill: Option<&str>, env: &[(&str, &str)]) -> Run {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = common::scratch_dir(&format!("truth-{name}"));
     let reports_dir = dir.join("reports");
     let mut command = common::child_command(&reports_dir, drill);
     command.env("TRUTH_MODE", mode);
@@ -198,6 +207,61 @@ fn a_hang_before_any_frame_finished_says_so() {
         "{}\n{:#?}",
         report.summary,
         report.notes
+    );
+}
+
+/// A relaunch on a GPU still busy with an earlier run's hang (on the H100 host, each process started
+/// in the 8+ minutes after an endless shader's report hung in its frame 1) is not a second issue
+/// blaming the pipeline that came first: its report names the earlier run's hang report, names no
+/// ranked pipeline, and its Sentry event joins the earlier report's issue.
+#[test]
+fn a_hang_at_a_relaunch_soon_after_an_earlier_runs_hang_joins_its_issue() {
+    let server = deliver_support::bugsink("hang_truth");
+    let dir = common::scratch_dir("truth-relaunch");
+    let dsn = ("SENTRY_DSN", server.dsn.as_str());
+    let first = run_in(dir.clone(), "frames", Some("hang"), &[dsn]);
+    assert_eq!(first.reports.len(), 1, "{}", first.stderr());
+    let earlier = first.reports[0].clone();
+    assert!(earlier.after_earlier_hang.is_none(), "{}", earlier.summary);
+
+    let second = run_in(
+        dir,
+        "frames",
+        Some("hang"),
+        &[dsn, ("GPU_CRASH_DRILL_AFTER", "0")],
+    );
+    let stderr = second.stderr();
+    assert_eq!(second.output.status.code(), Some(3), "{stderr}");
+    assert_eq!(second.reports.len(), 2, "{stderr}");
+    let relaunch = second.reports.iter().find(|r| r.id != earlier.id).unwrap();
+    assert_eq!(relaunch.kind, CrashKind::GpuHang);
+    let link = relaunch
+        .after_earlier_hang
+        .as_ref()
+        .unwrap_or_else(|| panic!("names the earlier hang: {}\n{stderr}", relaunch.summary));
+    assert_eq!(link.report_id, earlier.id);
+    assert_eq!(link.event_id, earlier.event_id());
+    assert_eq!(link.process_id, earlier.application.process_id);
+    assert_ne!(link.process_id, relaunch.application.process_id);
+    assert!(
+        relaunch
+            .summary
+            .contains("after a GPU hang reported by an earlier run on this GPU"),
+        "{}",
+        relaunch.summary
+    );
+    assert!(relaunch.running.is_none(), "{:#?}", relaunch.running);
+    let earlier_event = server
+        .event(earlier.event_id())
+        .unwrap_or_else(|| panic!("the earlier hang reached Bugsink: {}", first.stderr()));
+    let relaunch_event = server
+        .event(relaunch.event_id())
+        .unwrap_or_else(|| panic!("the relaunch's hang reached Bugsink: {stderr}"));
+    assert_eq!(earlier_event["issue"], relaunch_event["issue"], "one issue");
+    assert_eq!(
+        relaunch_event["data"]["tags"]["gpu.after_earlier_hang"],
+        earlier.id.as_str(),
+        "{relaunch_event:#}"
     );
 }
 

@@ -200,6 +200,7 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
         suppressed_duplicates: 0,
         follows_hang: None,
         non_fatal: None,
+        after_earlier_hang: None,
     }
 }
 

@@ -26,6 +26,7 @@ use sentry::protocol::SessionStatus;
 use tracing::{error, info, warn};
 
 use super::crash_loop::{CrashLog, CrashLoopLimit, Upload};
+use super::earlier_hang;
 use super::exit::{exit_now, OnHang};
 use super::hang_then_loss::ReportedHang;
 use super::loss_turns::{IndexOnLostDevice, LossClaim, LossTurns};
@@ -323,6 +324,25 @@ impl CrashHandling {
                 .map(|r| allocator_names::blocks_of(&r))
         })
         .flatten();
+        // A hang before any frame finished may continue an earlier run's hang: looked up before the
+        // index is locked (it reads report files).
+        let no_frame_finished = stall.is_some()
+            && session
+                .timeline
+                .as_ref()
+                .is_some_and(|t| t.completed() == 0);
+        let earlier = no_frame_finished
+            .then(|| {
+                earlier_hang::find(
+                    &self.settings.report_dir,
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64),
+                    &session.capabilities,
+                    std::process::id(),
+                )
+            })
+            .flatten();
         let mut index = self.indexer.flush();
         let cut = cut(&index);
         let ctx = CrashContext {
@@ -340,6 +360,10 @@ impl CrashHandling {
         };
         let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);
         report.notes.extend(wgpu_note);
+        if earlier.is_some() {
+            // The pipelines queued in this run's first frame only waited their turn: not named.
+            report.running = None;
+        }
         if let Some(stall) = stall {
             let submitted_at = session
                 .timeline
@@ -354,15 +378,23 @@ impl CrashHandling {
                 self.settings.hang_timeout,
                 watchdog_timeout,
             );
-            if session
-                .timeline
-                .as_ref()
-                .is_some_and(|t| t.completed() == 0)
-            {
+            if no_frame_finished {
                 report.notes.push(NO_FRAME_COMPLETED_NOTE.to_owned());
             }
         }
         drop(index);
+        if let Some(earlier) = earlier {
+            report.summary = format!(
+                "{}; {:.0} s after a GPU hang reported by an earlier run on this GPU (process {}, \
+                 report {}): most likely the GPU was still busy with that run's work, so this \
+                 report joins its issue",
+                report.summary,
+                earlier.ms_before as f64 / 1000.0,
+                earlier.process_id,
+                earlier.report_id
+            );
+            report.after_earlier_hang = Some(earlier);
+        }
         (report, vendor_binary)
     }
 

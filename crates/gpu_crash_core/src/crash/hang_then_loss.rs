@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use crate::deliver::sentry_event::fingerprint;
+use crate::deliver::sentry_event::issue_fingerprint;
 use crate::report::{CrashReport, HangFollowUp};
 
 /// A hang report written and sent; a later loss of its device joins it.
@@ -41,10 +41,7 @@ impl ReportedHang {
         loss.follows_hang = Some(HangFollowUp {
             hang_event_id: hang.event_id().to_owned(),
             event_id: uuid::Uuid::new_v4().simple().to_string(),
-            fingerprint: hang
-                .follows_hang
-                .as_ref()
-                .map_or_else(|| fingerprint(&hang), |f| f.fingerprint.clone()),
+            fingerprint: issue_fingerprint(&hang),
             loss_after_ms: waited,
         });
         loss.id = hang.id;
@@ -53,6 +50,7 @@ impl ReportedHang {
         loss.crashes_this_run = hang.crashes_this_run;
         loss.ms_since_previous_crash = hang.ms_since_previous_crash;
         loss.suppressed_duplicates = hang.suppressed_duplicates;
+        loss.after_earlier_hang = hang.after_earlier_hang;
         if loss.gpu_stage.is_none() {
             loss.gpu_stage = hang.gpu_stage;
             loss.running = hang.running;

@@ -4,6 +4,7 @@
 mod breadcrumbs;
 mod closing;
 mod crash_loop;
+mod earlier_hang;
 mod exit;
 mod fault_watch;
 mod frames;

@@ -113,6 +113,19 @@ pub fn fingerprint(report: &CrashReport) -> Vec<String> {
     parts
 }
 
+/// The fingerprint `report`'s event is sent with: a loss that follows its hang report joins the
+/// hang's issue, and a hang at a run's start that continues an earlier run's hang joins that one's
+/// issue; any other report its own [`fingerprint`].
+pub fn issue_fingerprint(report: &CrashReport) -> Vec<String> {
+    if let Some(follow_up) = &report.follows_hang {
+        return follow_up.fingerprint.clone();
+    }
+    if let Some(earlier) = &report.after_earlier_hang {
+        return earlier.fingerprint.clone();
+    }
+    fingerprint(report)
+}
+
 /// The Sentry event for `report`, under `settings.max_event_bytes` serialised.
 pub fn sentry_event(report: &CrashReport, settings: &DeliverySettings) -> Event<'static> {
     let report = redacted_report(report, settings);
@@ -179,11 +192,7 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     event.platform = Cow::Borrowed("native");
     event.logger = Some(env!("CARGO_PKG_NAME").to_owned());
     event.timestamp = crash_time;
-    // A loss that follows its hang report joins the hang's issue.
-    let fingerprint = match &report.follows_hang {
-        Some(follow_up) => follow_up.fingerprint.clone(),
-        None => fingerprint(report),
-    };
+    let fingerprint = issue_fingerprint(report);
     event.fingerprint = Cow::Owned(fingerprint.into_iter().map(Cow::Owned).collect());
     event.release = settings
         .resolve_release(&report.application.name, &report.application.version)
@@ -322,6 +331,9 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
         if let Some(material) = &first.material {
             tag("gpu.material", material.clone());
         }
+    }
+    if let Some(earlier) = &report.after_earlier_hang {
+        tag("gpu.after_earlier_hang", earlier.report_id.clone());
     }
     tag(
         "gpu.device_generation",

@@ -238,6 +238,7 @@ pub(crate) fn build_report(
         suppressed_duplicates: 0,
         follows_hang: None,
         non_fatal: None,
+        after_earlier_hang: None,
     };
     (report, raw.vendor_binary)
 }

@@ -300,6 +300,7 @@ mod tests {
             suppressed_duplicates: 0,
             follows_hang: None,
             non_fatal: None,
+            after_earlier_hang: None,
         }
     }
 

@@ -19,7 +19,10 @@ use crate::vulkan::GpuCrashCapabilities;
 /// `non_fatal`. Reports of version 3 read as before (`non_fatal` is absent: null).
 /// 5: `running`: the pipelines that may have been running where the GPU stopped (named by label,
 /// shader files, material and entities). Reports of version 4 read as before (`running` is null).
-pub const SCHEMA_VERSION: u32 = 5;
+/// 6: `after_earlier_hang`: a hang before any frame finished, shortly after an earlier run's GPU
+/// hang report on the same GPU, names that report and joins its Sentry issue. Reports of version 5
+/// read as before (`after_earlier_hang` is null).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// What happened to the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +162,31 @@ pub struct CrashReport {
     /// For `non_fatal_fault`: how many masked faults the report counts (schema 4).
     #[serde(default)]
     pub non_fatal: Option<NonFatalInfo>,
+    /// Set on a hang before any frame of this run finished, minutes after an earlier run reported a
+    /// GPU hang on the same GPU: most likely the GPU was still busy with that run's work (schema 6).
+    #[serde(default)]
+    pub after_earlier_hang: Option<EarlierHang>,
+}
+
+/// The earlier run's GPU hang report that a hang at this run's start most likely continues.
+///
+/// On the H100 host (driver 580.159.04, no display) an endless shader kept the GPU busy for other
+/// processes for 8+ minutes after its own process had ended, and each process started meanwhile
+/// hung in its first frame, in whatever pass came first: without this link each would be an issue
+/// of its own, blaming a pipeline that only waited its turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierHang {
+    /// The earlier report's id (its file `gpu-crash-<time>-<id>.json` in the same folder).
+    pub report_id: String,
+    /// The Sentry event id it was sent under.
+    pub event_id: String,
+    /// The Sentry issue's fingerprint this report joins (the earlier report's own, or the issue
+    /// it joined in turn).
+    pub fingerprint: Vec<String>,
+    /// The earlier run's process id.
+    pub process_id: u32,
+    /// Milliseconds from the earlier report to this one.
+    pub ms_before: u64,
 }
 
 /// How a device loss joins the GPU hang report of the same fault, sent before the loss came.
