@@ -5,7 +5,8 @@
 //! meanwhile hung in its frame 1, in whatever pass came first (docs/driver-facts.md). Such a hang,
 //! reported on its own, would be a second issue blaming a pipeline that only waited its turn. So a
 //! hang before any frame of this run finished looks, in the report folder, for a GPU hang reported
-//! by another process on the same GPU within [`EARLIER_HANG_WINDOW`], and joins it.
+//! by another process on the same GPU within [`EARLIER_HANG_WINDOW`], and joins it. A hang that
+//! became a device loss does not count: the driver reset the GPU then.
 
 use std::path::Path;
 use std::time::Duration;
@@ -65,9 +66,10 @@ fn report_time(file_name: &str) -> Option<u64> {
     rest.split('-').next()?.parse().ok()
 }
 
-/// Whether `earlier` is a hang (or the loss it became) of a process other than `process_id` on `gpu`.
+/// Whether `earlier` is a hang of a process other than `process_id` on `gpu`. A hang that became a
+/// device loss is not: the driver reset the GPU then, so it is not still busy with that work.
 fn is_hang_of(earlier: &CrashReport, gpu: &GpuCrashCapabilities, process_id: u32) -> bool {
-    let hang = earlier.kind == CrashKind::GpuHang || earlier.hang.is_some();
+    let hang = earlier.kind == CrashKind::GpuHang;
     let a = &earlier.gpu;
     let same_gpu = a.vendor_id == gpu.vendor_id
         && a.device_id == gpu.device_id
@@ -130,6 +132,13 @@ mod tests {
         let mut other_gpu = now.clone();
         other_gpu.gpu.device_id ^= 1;
         assert_eq!(find_for(&dir, &other_gpu), None);
+
+        // A hang the driver then turned into a device loss reset the GPU: nothing to continue.
+        let reset = folder("reset");
+        let mut lost = earlier.clone();
+        lost.kind = CrashKind::DeviceLost;
+        written(&reset, &lost);
+        assert_eq!(find_for(&reset, &now), None);
     }
 
     /// A third run joins the issue the second one joined, so a relaunch loop stays one issue.
