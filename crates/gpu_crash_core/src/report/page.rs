@@ -348,6 +348,17 @@ fn verdict(r: &CrashReport, out: &mut String) {
         }
         out.push_str("</ul></li>");
     }
+    if let Some(e) = &r.after_earlier_hang {
+        let _ = write!(
+            out,
+            "<li><span class=\"verdict-tag\">after_earlier_hang</span> {:.0} s after the GPU hang \
+             report <span class=\"mono\">{}</span> of process {} on this GPU: most likely the GPU \
+             was still busy with that run's work. Sent under that report's issue.</li>",
+            e.ms_before as f64 / 1000.0,
+            esc(&e.report_id),
+            e.process_id
+        );
+    }
     if let Some(stage) = &r.gpu_stage {
         let _ = write!(out, "<li>The GPU was in {}.</li>", esc(stage));
     }
@@ -560,6 +571,24 @@ mod tests {
         ] {
             assert!(page.contains(left_out), "no {left_out:?}");
         }
+    }
+
+    #[test]
+    fn a_hang_after_an_earlier_runs_hang_names_that_report() {
+        let mut r = hang_report_for_tests();
+        r.after_earlier_hang = Some(crate::report::EarlierHang {
+            report_id: HOSTILE.to_owned(),
+            event_id: "e".into(),
+            fingerprint: vec![],
+            process_id: 4242,
+            ms_before: 61_000,
+        });
+        let page = html_page(&r);
+        assert!(
+            page.contains("61 s after the GPU hang report <span class=\"mono\">&lt;script"),
+            "{page}"
+        );
+        assert!(page.contains("of process 4242 on this GPU"));
     }
 
     #[test]
