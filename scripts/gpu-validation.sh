@@ -1169,6 +1169,48 @@ build30() {
     ls -la .devrun
 }
 
+# Batch 42: the endless shader's real hang on the real driver, then the realistic scene started in the
+# same report folder while the GPU is still busy with it (on the H100 host it stayed busy 8+ minutes):
+# the scene's frame-1 hang report must name the shader's report and take its issue fingerprint.
+build42() {
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    local stage=/tmp/gv-stage42 child
+    rm -rf $stage && mkdir -p .devrun $stage
+    (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release) || return 1
+    cp "$target/release/realistic_scene" $stage/scene_named
+    child=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo test --release --test shader_hang --no-run 2>&1 \
+        | grep -o '/[^ ]*/release/deps/shader_hang-[0-9a-f]*' | tail -1)
+    cp "$child" $stage/shader_hang
+    cp -r "$src/tests/assets" $stage/assets
+    strip $stage/scene_named $stage/shader_hang
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b42.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b42.commit
+    ls -la .devrun/b42.*
+}
+
+device42() {
+    setup_device
+    tar -C $bin -xJf .devrun/b42.tar.xz
+    echo "commit $(cat .devrun/b42.commit)" | tee -a $logs/env.txt
+    cp $logs/env.txt "$OUT/"
+    local dir=$logs/reports r
+    mkdir -p $dir
+    (cd $bin && SHADER_HANG_ASSETS=$bin/assets GPU_CRASH_REPORT_DIR=$dir \
+        timeout -s KILL 90 ./shader_hang --exact child --ignored --nocapture \
+        > $logs/sh.out 2> $logs/sh.err)
+    echo "shader_hang rc=$? $(date -u +%T)" | tee -a "$OUT/relaunch.txt"
+    for r in 1 2; do
+        GPU_CRASH_REPORT_DIR=$dir timeout -s KILL 60 $bin/scene_named --frames 150 --warmup 30 \
+            > $logs/scene$r.out 2> $logs/scene$r.err
+        echo "scene $r rc=$? $(date -u +%T) $(grep -c 'GPU hang' $logs/scene$r.err) hang lines" | tee -a "$OUT/relaunch.txt"
+    done
+    for f in $dir/*.json; do
+        python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["id"], r["kind"], r["application"]["process_id"]); print(" ", r["summary"][:600]); print("  after_earlier_hang:", json.dumps(r.get("after_earlier_hang"))); print("  running:", "none" if r.get("running") is None else len(r["running"]["candidates"]))' "$f" | tee -a "$OUT/relaunch.txt"
+    done
+    tar -C $logs -czf "$OUT/run42-results.tar.gz" .
+}
+
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
@@ -1330,6 +1372,8 @@ case "${1:-}" in
     build30) build30 ;;
     device31) device31 ;;
     device32) device32 ;;
+    build42) build42 ;;
+    device42) device42 ;;
     build41) build41 ;;
     device41a) device41a ;;
     device41b) device41b ;;
