@@ -194,6 +194,16 @@ pub fn render(r: &CrashReport) -> String {
             let _ = writeln!(out, "  suspect   {}", describe(s));
         }
     }
+    if let Some(e) = &r.after_earlier_hang {
+        let _ = writeln!(
+            out,
+            "  after     the GPU hang report {} of process {}, {:.0} s before on this GPU: most \
+             likely the GPU was still busy with it (sent under its issue)",
+            e.report_id,
+            e.process_id,
+            e.ms_before as f64 / 1000.0
+        );
+    }
 
     let _ = writeln!(out);
     if r.breadcrumbs.is_empty() {

@@ -42,6 +42,31 @@ fn show_matches_the_snapshot_of_every_scenario() {
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
+/// A hang at a relaunch on the H100 host while the GPU was still busy with an earlier run's endless
+/// shader (tests/fixtures/README.md): `show` names the earlier run's report it joins.
+#[test]
+fn show_names_the_earlier_hang_a_relaunch_joins() {
+    let output = gpu_crash()
+        .arg("show")
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/hang-after-earlier-h100.json"),
+        )
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("  after "))
+        .unwrap_or_else(|| panic!("no after line:\n{stdout}"));
+    assert_eq!(
+        line,
+        "  after     the GPU hang report e63ea8c1c70e4e6ebf22cfc6b59154ac of process 552, 11 s before \
+         on this GPU: most likely the GPU was still busy with it (sent under its issue)"
+    );
+}
+
 /// A report whose culprit is a mesh inside a shared slab (written by tests/asset_naming.rs of the
 /// root crate on lavapipe): `show` names the asset, the vertex, its bytes and who draws it.
 #[test]
