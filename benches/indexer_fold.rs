@@ -80,23 +80,23 @@ fn frame_records(frame: u64) -> Vec<BindingRecord> {
         .collect()
 }
 
-fn indexer_fold(c: &mut Criterion) {
-    let mut group = c.benchmark_group("indexer_fold");
-    group
-        .sample_size(50)
-        .measurement_time(Duration::from_secs(5))
-        .throughput(Throughput::Elements(2 * PER_FRAME));
-    // Replayed with handles moved on each lap, so every frame's buffers are new objects and each
-    // unbind matches the bind of a frame before.
-    let frames: Vec<Vec<BindingRecord>> = (0..FRAMES).map(frame_records).collect();
-    group.bench_function("churn_1000_buffers_a_frame", |b| {
-        b.iter_custom(|iters| {
-            let (ring, mut consumer) = BindingRing::with_capacity(RING);
-            let mut index = AddressIndex::new(IndexSettings::default());
-            let mut batch: Vec<BindingRecord> = Vec::with_capacity(BATCH);
-            let mut total = Duration::ZERO;
-            for it in 0..iters {
-                let (lap, frame) = (it / FRAMES, it % FRAMES);
+/// Times draining and folding `frames_per_drain` frames at a time (each iteration one drain), as the
+/// indexer's background thread does: it wakes once a quarter of the ring waits (8,192 records, about 4
+/// frames of this churn), and the bench of one frame per drain is what it did before.
+fn drain_every(
+    b: &mut criterion::Bencher<'_>,
+    frames: &[Vec<BindingRecord>],
+    frames_per_drain: u64,
+) {
+    b.iter_custom(|iters| {
+        let (ring, mut consumer) = BindingRing::with_capacity(RING);
+        let mut index = AddressIndex::new(IndexSettings::default());
+        let mut batch: Vec<BindingRecord> = Vec::with_capacity(BATCH);
+        let mut total = Duration::ZERO;
+        for it in 0..iters {
+            for f in 0..frames_per_drain {
+                let n = it * frames_per_drain + f;
+                let (lap, frame) = (n / FRAMES, n % FRAMES);
                 for record in &frames[frame as usize] {
                     let mut r = *record;
                     // The unbinds of a lap's first frame are of the previous lap's last buffers.
@@ -107,21 +107,38 @@ fn indexer_fold(c: &mut Criterion) {
                     r.handle = r.handle.wrapping_add(lap_of << 32);
                     let _ = ring.push(r);
                 }
-                let start = Instant::now();
-                let now = start;
-                loop {
-                    batch.clear();
-                    consumer.drain_into(&mut batch, BATCH);
-                    if batch.is_empty() {
-                        break;
-                    }
-                    index.apply_all(&batch, now);
-                }
-                total += start.elapsed();
             }
-            std::hint::black_box(index.stats());
-            total
-        })
+            let start = Instant::now();
+            let now = start;
+            loop {
+                batch.clear();
+                consumer.drain_into(&mut batch, BATCH);
+                if batch.is_empty() {
+                    break;
+                }
+                index.apply_all(&batch, now);
+            }
+            total += start.elapsed();
+        }
+        std::hint::black_box(index.stats());
+        total
+    })
+}
+
+fn indexer_fold(c: &mut Criterion) {
+    let mut group = c.benchmark_group("indexer_fold");
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(2 * PER_FRAME));
+    // Replayed with handles moved on each lap, so every frame's buffers are new objects and each
+    // unbind matches the bind of a frame before.
+    let frames: Vec<Vec<BindingRecord>> = (0..FRAMES).map(frame_records).collect();
+    group.bench_function("churn_1000_buffers_a_frame", |b| drain_every(b, &frames, 1));
+    // What the background thread drains now: a quarter ring, about 4 frames of this churn.
+    group.throughput(Throughput::Elements(4 * 2 * PER_FRAME));
+    group.bench_function("churn_1000_buffers_4_frames_a_drain", |b| {
+        drain_every(b, &frames, 4)
     });
     group.finish();
 }
