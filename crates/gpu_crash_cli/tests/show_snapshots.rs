@@ -42,26 +42,32 @@ fn show_matches_the_snapshot_of_every_scenario() {
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
-/// A hang at a relaunch on the H100 host while the GPU was still busy with an earlier run's endless
-/// shader (tests/fixtures/README.md): `show` names the earlier run's report it joins.
-#[test]
-fn show_names_the_earlier_hang_a_relaunch_joins() {
+/// The line of `gpu-crash show <fixture>` that starts with `prefix`.
+fn show_line(fixture: &str, prefix: &str) -> String {
     let output = gpu_crash()
         .arg("show")
         .arg(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/hang-after-earlier-h100.json"),
+                .join("tests/fixtures")
+                .join(fixture),
         )
         .output()
         .unwrap();
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stderr}");
-    let line = stdout
+    stdout
         .lines()
-        .find(|l| l.starts_with("  after "))
-        .unwrap_or_else(|| panic!("no after line:\n{stdout}"));
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line:\n{stdout}"))
+        .to_owned()
+}
+
+/// A hang at a relaunch on the H100 host while the GPU was still busy with an earlier run's endless
+/// shader (tests/fixtures/README.md): `show` names the earlier run's report it joins.
+#[test]
+fn show_names_the_earlier_hang_a_relaunch_joins() {
     assert_eq!(
-        line,
+        show_line("hang-after-earlier-h100.json", "  after "),
         "  after     the GPU hang report e63ea8c1c70e4e6ebf22cfc6b59154ac of process 552, 11 s before \
          on this GPU: most likely the GPU was still busy with it (sent under its issue)"
     );
@@ -71,19 +77,8 @@ fn show_names_the_earlier_hang_a_relaunch_joins() {
 /// root crate on lavapipe): `show` names the asset, the vertex, its bytes and who draws it.
 #[test]
 fn show_names_the_mesh_asset_of_the_culprit() {
-    let output = gpu_crash()
-        .arg("show")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mesh-asset.json"))
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{stderr}");
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("  asset "))
-        .unwrap_or_else(|| panic!("no asset line:\n{stdout}"));
     assert_eq!(
-        line,
+        show_line("mesh-asset.json", "  asset "),
         "  asset     mesh \"models/tree.mesh\", vertex 5 (32-byte vertices at [1664, 4864) of general \
          mesh slab 2), live, used by oak, birch"
     );

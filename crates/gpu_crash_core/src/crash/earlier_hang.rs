@@ -101,6 +101,14 @@ mod tests {
         )
     }
 
+    /// A hang report of process `process_id` at `timestamp_ms`.
+    fn hang_of(process_id: u32, timestamp_ms: u64) -> CrashReport {
+        let mut report = hang_report_for_tests();
+        report.application.process_id = process_id;
+        report.timestamp_ms = timestamp_ms;
+        report
+    }
+
     fn written(dir: &Path, report: &CrashReport) {
         let bytes = serde_json::to_vec(report).unwrap();
         write_atomically(&dir.join(report.file_name()), &bytes).unwrap();
@@ -109,13 +117,9 @@ mod tests {
     #[test]
     fn finds_another_runs_hang_on_the_same_gpu_within_the_window_only() {
         let dir = folder("window");
-        let mut earlier = hang_report_for_tests();
-        earlier.application.process_id = 100;
-        earlier.timestamp_ms = 1_000_000_000;
+        let earlier = hang_of(100, 1_000_000_000);
         written(&dir, &earlier);
-        let mut now = hang_report_for_tests();
-        now.application.process_id = 200;
-        now.timestamp_ms = earlier.timestamp_ms + 5 * 60_000;
+        let now = hang_of(200, earlier.timestamp_ms + 5 * 60_000);
         let found = find_for(&dir, &now).expect("the earlier hang");
         assert_eq!(found.report_id, earlier.id);
         assert_eq!(found.process_id, 100);
@@ -145,19 +149,13 @@ mod tests {
     #[test]
     fn a_chain_of_relaunches_stays_one_issue() {
         let dir = folder("chain");
-        let mut first = hang_report_for_tests();
-        first.application.process_id = 1;
-        first.timestamp_ms = 2_000_000_000;
+        let first = hang_of(1, 2_000_000_000);
         written(&dir, &first);
-        let mut second = hang_report_for_tests();
-        second.application.process_id = 2;
-        second.timestamp_ms = first.timestamp_ms + 60_000;
+        let mut second = hang_of(2, first.timestamp_ms + 60_000);
         second.gpu_stage = Some("another pass".to_owned());
         second.after_earlier_hang = find_for(&dir, &second);
         written(&dir, &second);
-        let mut third = hang_report_for_tests();
-        third.application.process_id = 3;
-        third.timestamp_ms = second.timestamp_ms + 60_000;
+        let third = hang_of(3, second.timestamp_ms + 60_000);
         let found = find_for(&dir, &third).expect("the second");
         assert_eq!(found.report_id, second.id);
         assert_eq!(found.fingerprint, issue_fingerprint(&first));
