@@ -562,7 +562,7 @@ mod tests {
     }
 
     /// A frame tick wakes the background fold only once a quarter of the ring waits: folding a few
-    /// frames' events at once cost 60 ns an event against 81 ns a frame at a time (BENCHMARKS.md).
+    /// frames' events at once cost 60 ns an event against 85 ns a frame at a time (BENCHMARKS.md).
     #[test]
     fn a_frame_tick_folds_once_a_quarter_of_the_ring_waits() {
         assert!(!fold_due(0, 16), "nothing waits");

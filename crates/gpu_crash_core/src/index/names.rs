@@ -511,8 +511,9 @@ mod tests {
     }
 
     /// A label that comes back now and then (a per-object name found again in the table) must not
-    /// push a kind name in constant use out of the recent-names cache: that made every kind name of
-    /// the `indexer_fold` bench's churn miss the cache and hash and probe the table instead.
+    /// push a kind name in constant use out of the recent-names cache: each such eviction sent the
+    /// kind name's next event to hash and probe the table (12 probes a frame of the `indexer_fold`
+    /// bench's churn, BENCHMARKS.md).
     #[test]
     fn a_returning_label_does_not_push_out_a_name_in_constant_use() {
         let mut names = NameArena::new(1 << 16);
