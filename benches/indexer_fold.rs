@@ -69,9 +69,9 @@ const FRAMES: u64 = 64;
 
 /// Records of frame `frame` of the loop: its 1,000 binds, then the unbinds of the previous frame's
 /// buffers (for frame 0, the loop's last frame).
-fn frame_records(frame: u64) -> Vec<BindingRecord> {
+fn frame_records(frame: u64, lifetime: u64) -> Vec<BindingRecord> {
     let first = frame * PER_FRAME;
-    let previous = (frame + FRAMES - 1) % FRAMES * PER_FRAME;
+    let previous = (frame + FRAMES - lifetime) % FRAMES * PER_FRAME;
     (first..first + PER_FRAME)
         .map(|b| buffer_record(BindingKind::Bind, b, frame))
         .chain(
@@ -87,6 +87,7 @@ fn drain_every(
     b: &mut criterion::Bencher<'_>,
     frames: &[Vec<BindingRecord>],
     frames_per_drain: u64,
+    lifetime: u64,
 ) {
     b.iter_custom(|iters| {
         let (ring, mut consumer) = BindingRing::with_capacity(RING);
@@ -100,8 +101,8 @@ fn drain_every(
                 for record in &frames[frame as usize] {
                     let mut r = *record;
                     // The unbinds of a lap's first frame are of the previous lap's last buffers.
-                    let lap_of = match (r.kind, frame) {
-                        (BindingKind::Unbind, 0) => lap.wrapping_sub(1),
+                    let lap_of = match r.kind {
+                        BindingKind::Unbind if frame < lifetime => lap.wrapping_sub(1),
                         _ => lap,
                     };
                     r.handle = r.handle.wrapping_add(lap_of << 32);
@@ -133,12 +134,19 @@ fn indexer_fold(c: &mut Criterion) {
         .throughput(Throughput::Elements(2 * PER_FRAME));
     // Replayed with handles moved on each lap, so every frame's buffers are new objects and each
     // unbind matches the bind of a frame before.
-    let frames: Vec<Vec<BindingRecord>> = (0..FRAMES).map(frame_records).collect();
-    group.bench_function("churn_1000_buffers_a_frame", |b| drain_every(b, &frames, 1));
+    let frames: Vec<Vec<BindingRecord>> = (0..FRAMES).map(|f| frame_records(f, 1)).collect();
+    group.bench_function("churn_1000_buffers_a_frame", |b| {
+        drain_every(b, &frames, 1, 1)
+    });
     // What the background thread drains now: a quarter ring, about 4 frames of this churn.
     group.throughput(Throughput::Elements(4 * 2 * PER_FRAME));
     group.bench_function("churn_1000_buffers_4_frames_a_drain", |b| {
-        drain_every(b, &frames, 4)
+        drain_every(b, &frames, 4, 1)
+    });
+    // The control: the same drains, but buffers live 5 frames, so no bind meets its unbind in one.
+    let frames_5: Vec<Vec<BindingRecord>> = (0..FRAMES).map(|f| frame_records(f, 5)).collect();
+    group.bench_function("churn_1000_buffers_4_frames_a_drain_living_5", |b| {
+        drain_every(b, &frames_5, 4, 5)
     });
     group.finish();
 }
