@@ -1,5 +1,6 @@
 //! The indexer thread's cost per binding event: draining the ring and folding what it drained into
-//! the [`AddressIndex`] (names interned included), as `src/index/indexer.rs` does every frame.
+//! the [`AddressIndex`] (names interned included), as `src/index/indexer.rs` does once a quarter of
+//! the ring waits (about 4 frames of this churn; it drained every frame before).
 //!
 //! `cargo bench --bench indexer_fold`; results land under `target/criterion/indexer_fold/<name>`.
 //!
@@ -9,8 +10,8 @@
 //! a few kind names over and over ("mesh vertex buffer", ...), and every tenth buffer a name of its
 //! own (a per-chunk label). Unbinds carry no name (the driver names the object only at bind).
 //!
-//! Each iteration pushes one frame's 2,000 records into a default-sized ring (not timed), then times
-//! the drain and fold: `RingConsumer::drain_into` in batches of 1,024 into a reused buffer and
+//! Each iteration pushes 1 or 4 frames' records (2,000 each) into a default-sized ring (not timed),
+//! then times the drain and fold: `RingConsumer::drain_into` in batches of 1,024 into a reused buffer and
 //! `AddressIndex::apply_all` on each batch, which is what the indexer's `drain_into` does besides
 //! locking (uncontended here) and its per-record device check.
 
@@ -67,22 +68,21 @@ fn buffer_record(kind: BindingKind, buffer: u64, frame: u64) -> BindingRecord {
 /// work).
 const FRAMES: u64 = 64;
 
-/// Records of frame `frame` of the loop: its 1,000 binds, then the unbinds of the previous frame's
-/// buffers (for frame 0, the loop's last frame).
+/// Records of frame `frame` of the loop: its 1,000 binds, then the unbinds of the buffers bound
+/// `lifetime` frames before (wrapping round the loop: for frame 0 and a lifetime of 1, its last frame).
 fn frame_records(frame: u64, lifetime: u64) -> Vec<BindingRecord> {
     let first = frame * PER_FRAME;
-    let previous = (frame + FRAMES - lifetime) % FRAMES * PER_FRAME;
+    let bound = (frame + FRAMES - lifetime) % FRAMES * PER_FRAME;
     (first..first + PER_FRAME)
         .map(|b| buffer_record(BindingKind::Bind, b, frame))
-        .chain(
-            (previous..previous + PER_FRAME).map(|b| buffer_record(BindingKind::Unbind, b, frame)),
-        )
+        .chain((bound..bound + PER_FRAME).map(|b| buffer_record(BindingKind::Unbind, b, frame)))
         .collect()
 }
 
 /// Times draining and folding `frames_per_drain` frames at a time (each iteration one drain), as the
 /// indexer's background thread does: it wakes once a quarter of the ring waits (8,192 records, about 4
-/// frames of this churn), and the bench of one frame per drain is what it did before.
+/// frames of this churn), and the bench of one frame per drain is what it did before. `frames` were
+/// built with buffers living `lifetime` frames.
 fn drain_every(
     b: &mut criterion::Bencher<'_>,
     frames: &[Vec<BindingRecord>],
