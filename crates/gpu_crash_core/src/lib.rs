@@ -56,6 +56,7 @@ mod deliver;
 mod guard;
 mod index;
 mod pipelines;
+mod prefetch;
 mod progress;
 pub mod report;
 mod reporter;

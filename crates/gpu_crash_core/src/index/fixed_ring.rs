@@ -1,7 +1,7 @@
 //! `FixedRing`: a bounded FIFO of `Copy` records allocated once; a push into a full ring overwrites
 //! the oldest record in place and hands it back, so the caller can release what it held.
 
-use super::slab::prefetch;
+use crate::prefetch::prefetch;
 
 /// Pushes ahead that a full ring asks the cache for the record it will overwrite.
 const PREFETCH_AHEAD: usize = 8;

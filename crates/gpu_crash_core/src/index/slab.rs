@@ -10,6 +10,7 @@
 //! lengthens probe runs) and are sized to at most half full at `max_live_bindings`.
 
 use super::names::{NameId, NO_NAME};
+use crate::prefetch::prefetch;
 
 /// No entry.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -196,21 +197,6 @@ impl std::ops::IndexMut<u32> for Slab {
     fn index_mut(&mut self, id: u32) -> &mut LiveEntry {
         &mut self.entries[id as usize]
     }
-}
-
-/// Asks the CPU to start loading the cache line at `p`: a hint with no effect on what the program
-/// computes. Folding a batch, the index asks for a record's bucket a few records ahead, so the cache
-/// (and TLB) misses of a table far larger than the cache overlap instead of adding up.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 never faults, whatever the address (an invalid one is simply not fetched),
-    // and changes no state the program can observe; SSE is part of the x86_64 baseline.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// SplitMix64's finaliser: every input bit reaches the top bits the tables use as bucket.
