@@ -6,7 +6,9 @@
 //!
 //! - `bytes`: the arena. Each name is a record `[id: u32 LE][len: u8][len bytes]`, appended.
 //! - `slots`: per id its offset, length, hash and reference count.
-//! - `table`: open addressing (linear probing) from the name's hash to its id, for interning.
+//! - `table`: open addressing (linear probing) from the name's hash to its id, for interning. A
+//!   bucket holds the id and, in the bits the ids leave free, some of the hash: a probe past
+//!   another name is rejected without reading its slot (a cache miss at scale).
 //!
 //! A name whose last reference goes stays interned ("dead"), so a label that comes back (the next
 //! frame's buffer) is found again for free. When the arena or the ids run out, and at least a quarter
@@ -14,6 +16,8 @@
 //! pass is bounded by the arena size and frees at least a quarter of it, so its cost per interned name
 //! is bounded too. When nothing can be freed the name is dropped (the index counts it in
 //! `IndexStats::names_dropped`); the holder then has no name, which a report shows as the type and handle.
+
+use crate::prefetch::prefetch;
 
 /// Id of an interned name; [`NO_NAME`] for none.
 pub(crate) type NameId = u32;
@@ -72,9 +76,11 @@ pub(crate) struct NameArena {
     /// chance, as in CLOCK), so per-object labels that come back (a streamed chunk reloaded) do
     /// not push out the kind names hit hundreds of times a frame.
     recent_used: u64,
-    /// `id + 1` per bucket, 0 = empty.
+    /// Per bucket `tag << id_bits | (id + 1)`, 0 = empty (see [`NameArena::bucket_value`]).
     table: Vec<u32>,
     table_bits: u32,
+    /// Bits of a bucket holding `id + 1`; the rest hold the hash's tag.
+    id_bits: u32,
     dead_bytes: usize,
     dead_names: usize,
 }
@@ -158,6 +164,9 @@ impl NameArena {
             recent_used: 0,
             table: vec![0; buckets],
             table_bits: buckets.trailing_zeros(),
+            // `max_names` ids as `id + 1`, never 0. `max_names` is below 2^27, so the tag keeps
+            // 5 bits at least (15 at the default 65,536 names).
+            id_bits: u32::BITS - (max_names as u32).leading_zeros(),
             dead_bytes: 0,
             dead_names: 0,
         }
@@ -229,16 +238,46 @@ impl NameArena {
         (hash >> (32 - self.table_bits)) as usize
     }
 
+    /// The bits of a bucket that hold `id + 1`.
+    #[inline]
+    fn id_mask(&self) -> u32 {
+        u32::MAX >> (u32::BITS - self.id_bits)
+    }
+
+    /// The tag of `hash` in a bucket: its low bits, above the id's (the home bucket takes the
+    /// hash's top bits, so the tag adds others).
+    #[inline]
+    fn tag(&self, hash: u32) -> u32 {
+        hash << self.id_bits
+    }
+
+    /// The bucket value of `id` with `hash`.
+    #[inline]
+    fn bucket_value(&self, id: NameId, hash: u32) -> u32 {
+        self.tag(hash) | (id + 1)
+    }
+
+    /// The id in bucket value `value` (not 0).
+    #[inline]
+    fn id_in(&self, value: u32) -> NameId {
+        (value & self.id_mask()) - 1
+    }
+
     /// Bucket holding `name`, or `Err(empty bucket)` where it would go.
     fn find(&self, name: &[u8], hash: u32) -> Result<usize, usize> {
         let mask = self.table.len() - 1;
+        let (tag, id_mask) = (self.tag(hash), self.id_mask());
         let mut bucket = self.home(hash);
         loop {
             let entry = self.table[bucket];
             if entry == 0 {
                 return Err(bucket);
             }
-            let slot = &self.slots[(entry - 1) as usize];
+            if entry & !id_mask != tag {
+                bucket = (bucket + 1) & mask;
+                continue;
+            }
+            let slot = &self.slots[self.id_in(entry) as usize];
             if slot.hash == hash && slot.len as usize == name.len() {
                 let start = slot.offset as usize + HEADER;
                 if same_bytes(&self.bytes[start..start + name.len()], name) {
@@ -254,6 +293,14 @@ impl NameArena {
     /// Stored names are UTF-8, so a match means `bytes` are too.
     #[inline]
     pub(crate) fn recent(&mut self, bytes: &[u8]) -> Option<NameId> {
+        let (entry, id) = self.recent_entry(bytes)?;
+        self.recent_used |= 1 << entry;
+        Some(id)
+    }
+
+    /// The recent-names cache's entry for `bytes` and its id, if it holds them.
+    #[inline]
+    fn recent_entry(&self, bytes: &[u8]) -> Option<(usize, NameId)> {
         let entry = recent_slot(bytes);
         let id = self.recent[entry];
         if id == NO_NAME {
@@ -263,10 +310,7 @@ impl NameArena {
         let start = slot.offset as usize + HEADER;
         let hit = slot.len as usize == bytes.len()
             && same_bytes(&self.bytes[start..start + bytes.len()], bytes);
-        if hit {
-            self.recent_used |= 1 << entry;
-        }
-        hit.then_some(id)
+        hit.then_some((entry, id))
     }
 
     /// Offers `id` (found again in the table) an entry of the recent-names cache: taken unless the
@@ -296,7 +340,7 @@ impl NameArena {
         let hash = hash_name(name);
         let mut bucket = match self.find(name, hash) {
             Ok(bucket) => {
-                let id = self.table[bucket] - 1;
+                let id = self.id_in(self.table[bucket]);
                 self.acquire(id);
                 self.offer_recent(name, id);
                 return Some(id);
@@ -322,6 +366,10 @@ impl NameArena {
             let id = self.free;
             self.free = self.slots[id as usize].offset;
             self.free_len -= 1;
+            // The next intern writes that slot; ids come back in arena order, far apart.
+            if self.free != NO_NAME {
+                prefetch(self.slots.as_ptr().wrapping_add(self.free as usize));
+            }
             id
         } else {
             self.slots.push(NameSlot::default());
@@ -339,7 +387,7 @@ impl NameArena {
             len: name.len() as u16,
         };
         // Not cached yet: a name seen once (a per-object label) would only push out one that repeats.
-        self.table[bucket] = id + 1;
+        self.table[bucket] = self.bucket_value(id, hash);
         Some(id)
     }
 
@@ -394,13 +442,15 @@ impl NameArena {
     /// runs stay as short as the load allows).
     fn remove_from_table(&mut self, id: NameId) {
         let mask = self.table.len() - 1;
-        let mut hole = self.home(self.slots[id as usize].hash);
-        while self.table[hole] != id + 1 {
+        let hash = self.slots[id as usize].hash;
+        let value = self.bucket_value(id, hash);
+        let mut hole = self.home(hash);
+        while self.table[hole] != value {
             hole = (hole + 1) & mask;
         }
         let mut next = (hole + 1) & mask;
         while self.table[next] != 0 {
-            let home = self.home(self.slots[(self.table[next] - 1) as usize].hash);
+            let home = self.home(self.slots[self.id_in(self.table[next]) as usize].hash);
             // Move `next` into the hole unless its home lies cyclically in (hole, next].
             if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
                 self.table[hole] = self.table[next];
