@@ -113,7 +113,7 @@ impl AddressIndex {
         let name = self.event_name(record, first);
         match record.kind {
             BindingKind::Bind => {
-                if !self.holding {
+                if !self.holding && self.held.capacity() != 0 {
                     self.release_held();
                 }
                 self.unbind_run = UnbindRun {

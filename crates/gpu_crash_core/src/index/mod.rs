@@ -189,10 +189,14 @@ impl AddressIndex {
     }
 
     /// Frees live entry `id`, already out of its object's chain.
+    #[inline]
     fn free_entry(&mut self, id: u32) {
-        self.at_base.remove(&mut self.slab, id);
-        let entry = self.slab.remove(id);
-        self.names.release(entry.name);
+        // Most entries are not indexed by base: no call for them.
+        if self.slab[id].in_base_table() {
+            self.at_base.remove(&mut self.slab, id);
+        }
+        let name = self.slab.remove(id);
+        self.names.release(name);
     }
 }
 

@@ -164,16 +164,18 @@ impl Slab {
         }
     }
 
-    /// Frees `id` (the caller unlinked it from both tables).
-    pub(crate) fn remove(&mut self, id: u32) -> LiveEntry {
-        let entry = self.entries[id as usize];
+    /// Frees `id` (the caller unlinked it from both tables); returns its name, whose reference
+    /// passes to the caller.
+    #[inline]
+    pub(crate) fn remove(&mut self, id: u32) -> NameId {
         let slot = &mut self.entries[id as usize];
+        let name = slot.name;
         slot.base_next = NO_BASE_NEXT;
         slot.name = NO_NAME;
         slot.next = self.free;
         self.free = id;
         self.len -= 1;
-        entry
+        name
     }
 
     /// Every live entry with its id.
