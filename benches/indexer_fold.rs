@@ -11,9 +11,9 @@
 //! own (a per-chunk label). Unbinds carry no name (the driver names the object only at bind).
 //!
 //! Each iteration pushes 1 or 4 frames' records (2,000 each) into a default-sized ring (not timed),
-//! then times the drain and fold: `RingConsumer::drain_into` in batches of 1,024 into a reused buffer and
-//! `AddressIndex::apply_all` on each batch, which is what the indexer's `drain_into` does besides
-//! locking (uncontended here) and its per-record device check.
+//! then times the drain and fold: `RingConsumer::visit` in batches of 1,024, folding each record in
+//! place with `AddressIndex::prefetch` 8 records ahead and `AddressIndex::apply`, which is what the
+//! indexer's `drain_and_fold` does besides locking (uncontended here) and its per-record device check.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,8 @@ use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing};
 const PER_FRAME: u64 = 1_000;
 /// The indexer's batch (`indexer.rs`).
 const BATCH: usize = 1_024;
+/// How far ahead the indexer prefetches (`fold.rs`'s `PREFETCH_AHEAD`).
+const PREFETCH_AHEAD: u64 = 8;
 /// The plugin's default `binding_ring_capacity`.
 const RING: usize = 32_768;
 
@@ -92,7 +94,6 @@ fn drain_every(
     b.iter_custom(|iters| {
         let (ring, mut consumer) = BindingRing::with_capacity(RING);
         let mut index = AddressIndex::new(IndexSettings::default());
-        let mut batch: Vec<BindingRecord> = Vec::with_capacity(BATCH);
         let mut total = Duration::ZERO;
         for it in 0..iters {
             for f in 0..frames_per_drain {
@@ -111,14 +112,14 @@ fn drain_every(
             }
             let start = Instant::now();
             let now = start;
-            loop {
-                batch.clear();
-                consumer.drain_into(&mut batch, BATCH);
-                if batch.is_empty() {
-                    break;
+            while consumer.visit(BATCH, PREFETCH_AHEAD, |record, ahead| {
+                if let Some(ahead) = ahead {
+                    index.prefetch(ahead);
                 }
-                index.apply_all(&batch, now);
-            }
+                index.apply(record, now);
+                true
+            }) > 0
+            {}
             total += start.elapsed();
         }
         std::hint::black_box(index.stats());

@@ -313,14 +313,22 @@ impl RingConsumer {
         Some(record)
     }
 
-    /// Appends up to `max` records to `batch` (within its spare capacity) and returns how many, as
-    /// [`Self::drain`] but copying each record once, from its slot straight into `batch`, and
-    /// publishing the consumer's position once per call: the indexer's path (its drain was a third
-    /// of its thread's time, BENCHMARKS.md).
-    pub fn drain_into(&mut self, batch: &mut Vec<BindingRecord>, max: usize) -> usize {
+    /// Hands up to `max` published records to `visit` in order, in place: no copy out of the ring
+    /// (a 120-byte record a binding event: the indexer's path). `visit` also gets the record `ahead`
+    /// positions later when it is already published (`ahead` below the capacity), to start loading
+    /// what folding it will touch. Each record is consumed once `visit` returns (its `sequence`
+    /// stamped first); `false` ends the call after it. The consumer's position is published once a
+    /// call. Returns how many records were consumed. Clears the half-full wake request so the next
+    /// burst wakes the consumer again.
+    pub fn visit(
+        &mut self,
+        max: usize,
+        ahead: u64,
+        mut visit: impl FnMut(&BindingRecord, Option<&BindingRecord>) -> bool,
+    ) -> usize {
         let ring = &*self.ring;
         ring.wake_requested.store(false, Ordering::Release);
-        let max = max.min(batch.capacity() - batch.len());
+        let ahead = ahead.min(ring.mask);
         // Relaxed: only this consumer writes `head`.
         let start = ring.head.0.load(Ordering::Relaxed);
         let mut position = start;
@@ -331,23 +339,31 @@ impl RingConsumer {
                 break; // empty, or the producer of this position has not finished writing
             }
             // SAFETY: the sequence says the producer finished writing this slot and no producer
-            // may touch it again until we release it below; `batch` has room (`max` above).
-            let record = unsafe {
-                let dst = batch.as_mut_ptr().add(batch.len());
-                std::ptr::copy_nonoverlapping((*slot.record.get()).as_ptr(), dst, 1);
-                batch.set_len(batch.len() + 1);
-                &mut *dst
-            };
+            // may touch it again until we release it below; this consumer is the only reader.
+            let record = unsafe { (*slot.record.get()).assume_init_mut() };
             // Positions are claimed in total order and read in that order: this is its place.
             record.sequence = position;
-            // Release: our read of the record happens before a producer reuses the slot a lap on.
+            let later_position = position.wrapping_add(ahead);
+            let later = ring.slot_at(later_position);
+            // Acquire, as above. A slot other than `slot` (`ahead` is below the capacity, and 0
+            // gives none), published and not yet consumed, so no producer writes it while we read.
+            let later = (ahead > 0
+                && later.sequence.load(Ordering::Acquire) == later_position.wrapping_add(1))
+            // SAFETY: as for `record`; only read, and released (a position later) after this
+            // shared reference has ended.
+            .then(|| unsafe { (*later.record.get()).assume_init_ref() });
+            let go_on = visit(record, later);
+            // Release: our reads of the record happen before a producer reuses the slot a lap on.
             slot.sequence
                 .store(position.wrapping_add(ring.mask + 1), Ordering::Release);
             prefetch_slot(ring.slot_at(position.wrapping_add(CONSUMER_PREFETCH_AHEAD)));
             position = position.wrapping_add(1);
+            if !go_on {
+                break;
+            }
         }
         // Relaxed: producers read `head` only to decide when to wake us (and `len` for a
-        // snapshot); a position published once per batch is as good for both.
+        // snapshot); a position published once per call is as good for both.
         ring.head.0.store(position, Ordering::Relaxed);
         position.wrapping_sub(start) as usize
     }
@@ -443,35 +459,71 @@ mod tests {
         assert_eq!(ring.claimed(), 16);
     }
 
-    /// `drain_into` gives what `drain` gives, in order and stamped, within the batch's room, and
-    /// frees the slots it read for the producers.
+    /// `visit` gives what `drain` gives, in order and stamped, up to `max`, with the published
+    /// record `ahead` positions later; it frees the slots it read for the producers, and `false`
+    /// ends it after the record that said so.
     #[test]
-    fn drain_into_copies_in_order_within_the_batch_room() {
+    fn visit_reads_in_order_in_place_with_the_record_ahead() {
         let (ring, mut consumer) = BindingRing::with_capacity(8);
         for n in 0..6 {
             ring.push(record(n)).unwrap();
         }
-        let mut batch = Vec::with_capacity(4);
-        assert_eq!(consumer.drain_into(&mut batch, usize::MAX), 4);
-        let seen: Vec<_> = batch.iter().map(|r| (r.handle, r.sequence)).collect();
-        assert_eq!(seen, (0..4).map(|n| (n, n)).collect::<Vec<_>>());
+        let mut seen = Vec::new();
+        let visited = consumer.visit(4, 2, |r, ahead| {
+            seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
+            true
+        });
+        assert_eq!(visited, 4);
+        // Positions 4 and 5 are published; 6 and 7 are not, so the last two see nothing ahead.
+        assert_eq!(
+            seen,
+            vec![
+                (0, 0, Some(2)),
+                (1, 1, Some(3)),
+                (2, 2, Some(4)),
+                (3, 3, Some(5))
+            ]
+        );
         assert_eq!(ring.len(), 2);
         // The four slots read are free again: six more fit (2 waiting + 6 = 8).
         for n in 6..12 {
             ring.push(record(n)).unwrap();
         }
         assert_eq!(ring.dropped(), 0);
-        batch.clear();
-        assert_eq!(consumer.drain_into(&mut batch, 3), 3);
-        assert_eq!(batch[0].sequence, 4);
-        batch.clear();
-        // Five wait; the batch has room for four.
-        assert_eq!(consumer.drain_into(&mut batch, 100), 4);
-        assert_eq!(batch.last().map(|r| (r.handle, r.sequence)), Some((10, 10)));
-        batch.clear();
-        assert_eq!(consumer.drain_into(&mut batch, 100), 1);
-        assert_eq!(batch[0].sequence, 11);
+        seen.clear();
+        // Stops after the record that says so; the rest stay for the next call.
+        let visited = consumer.visit(100, 0, |r, ahead| {
+            seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
+            r.handle != 6
+        });
+        assert_eq!(visited, 3);
+        assert_eq!(seen, vec![(4, 4, None), (5, 5, None), (6, 6, None)]);
+        seen.clear();
+        // An `ahead` past the capacity is cut below it (7 here), never the record's own slot.
+        assert_eq!(
+            consumer.visit(100, 100, |r, ahead| {
+                seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
+                true
+            }),
+            5
+        );
+        assert_eq!(
+            seen,
+            (7..12).map(|n| (n, n, None)).collect::<Vec<_>>(),
+            "positions 14 and on are not published"
+        );
         assert!(ring.is_empty());
+        assert_eq!(consumer.visit(100, 1, |_, _| true), 0);
+        // A full ring: the record 7 positions on (the cut) is published and seen.
+        for n in 12..20 {
+            ring.push(record(n)).unwrap();
+        }
+        seen.clear();
+        consumer.visit(1, 100, |r, ahead| {
+            seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
+            true
+        });
+        assert_eq!(seen, vec![(12, 12, Some(19))]);
     }
 
     #[test]

@@ -26,8 +26,7 @@ use crate::capture::{BindingRecord, BindingRing, RingConsumer};
 /// The index shared between the indexer threads and whoever resolves a fault.
 pub type SharedIndex = Arc<Mutex<AddressIndex>>;
 
-/// Records folded per lock of the index, so a resolver waiting for the lock waits microseconds; the
-/// batch (120 KiB) stays in a core's L2 between the copy out of the ring and the fold.
+/// Records folded per lock of the index, so a resolver waiting for the lock waits microseconds.
 const BATCH: usize = 1_024;
 /// Longest sleep of the background thread (folds what a game with few binding events left waiting).
 const IDLE_WAKE: Duration = Duration::from_millis(100);
@@ -79,8 +78,8 @@ impl IndexerHandle {
             device: DeviceFilter::default(),
             claims: claims.clone(),
             no_fold,
-            batch: Vec::with_capacity(BATCH),
             deferred: Vec::with_capacity(BATCH),
+            refold: Vec::with_capacity(BATCH),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let lower = std::env::var_os(COST_NORMAL_PRIORITY_VAR).is_none_or(|v| v.is_empty());
@@ -95,9 +94,9 @@ impl IndexerHandle {
                     // Acquire: pairs with the Release in Drop so the last drain sees every push.
                     while !stop.load(Ordering::Acquire) {
                         wait();
-                        drain_into(&consumer, &index);
+                        drain_and_fold(&consumer, &index);
                     }
-                    drain_into(&consumer, &index);
+                    drain_and_fold(&consumer, &index);
                 })
         };
         let background = spawn("gpu-crash-indexer", lower, || {
@@ -192,7 +191,7 @@ impl IndexerHandle {
     /// Folds everything published so far, on this thread, and returns the locked index: what a crash
     /// handler calls before resolving, so the last events before the fault are in.
     pub fn flush(&self) -> MutexGuard<'_, AddressIndex> {
-        drain_into(&self.consumer, &self.index);
+        drain_and_fold(&self.consumer, &self.index);
         lock(&self.index)
     }
 }
@@ -230,12 +229,12 @@ struct Consumer {
     claims: Arc<Mutex<DeviceClaims>>,
     /// [`COST_NO_FOLD_VAR`]: drain and drop.
     no_fold: bool,
-    /// The records of one batch, allocated once: a drain (in steady state, and on the crash path)
-    /// allocates nothing.
-    batch: Vec<BindingRecord>,
     /// A newer device's records drained while the index was pinned to an older one, oldest first;
     /// folded once the pin ends, before anything newer (allocated once, at most a batch).
     deferred: Vec<BindingRecord>,
+    /// Where the deferred records are folded from (swapped with `deferred`, so a record deferred
+    /// again lands in an allocation of the same size): a drain allocates nothing.
+    refold: Vec<BindingRecord>,
 }
 
 /// Device generation tags (`generation_tag`) with a claim on the index: holds and pins are
@@ -315,7 +314,7 @@ impl DeviceFilter {
     }
 }
 
-fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
+fn drain_and_fold(consumer: &Mutex<Consumer>, index: &SharedIndex) {
     let mut consumer = consumer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -324,8 +323,8 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
         device,
         claims,
         no_fold,
-        batch,
         deferred,
+        refold,
     } = &mut *consumer;
     if *no_fold {
         while ring.drain(BATCH, |_| {}) > 0 {}
@@ -337,19 +336,29 @@ fn drain_into(consumer: &Mutex<Consumer>, index: &SharedIndex) {
         if claims.pins.contains(device.generation) {
             return; // the newer device's events wait until the report is built
         }
-        std::mem::swap(batch, deferred);
-        fold(batch, device, index, &claims, deferred);
+        std::mem::swap(refold, deferred);
+        let mut fold = Fold::new(device, index, &claims, deferred);
+        for (i, record) in refold.iter().enumerate() {
+            if !fold.one(record, refold.get(i + PREFETCH_AHEAD)) {
+                fold.deferred.extend_from_slice(&refold[i + 1..]);
+                break;
+            }
+        }
+        drop(fold);
+        refold.clear();
         if !deferred.is_empty() {
             return; // the next device is pinned too: its report comes first
         }
     }
     loop {
-        batch.clear();
-        ring.drain_into(batch, BATCH);
-        if batch.is_empty() {
-            break;
-        }
-        if fold(batch, device, index, &claims, deferred) {
+        let mut fold = Fold::new(device, index, &claims, deferred);
+        let mut deferring = false;
+        // Folded in place, straight from the ring's slots, a batch per lock of the index.
+        let folded = ring.visit(BATCH, PREFETCH_AHEAD as u64, |record, ahead| {
+            deferring = !fold.one(record, ahead);
+            !deferring
+        });
+        if folded == 0 || deferring {
             break;
         }
     }
@@ -367,41 +376,58 @@ fn apply_hold(claims: &DeviceClaims, device: &DeviceFilter, index: &SharedIndex)
     }
 }
 
-/// Folds `batch` into the index, in order. While the index's device is pinned, stops at the first
-/// record of a newer device, moves it and the rest into `deferred` and returns true.
-fn fold(
-    batch: &mut Vec<BindingRecord>,
-    device: &mut DeviceFilter,
-    index: &SharedIndex,
-    claims: &DeviceClaims,
-    deferred: &mut Vec<BindingRecord>,
-) -> bool {
-    let now = Instant::now();
-    let mut pinned = claims.pins.contains(device.generation);
-    let mut index = lock(index);
-    for (i, record) in batch.iter().enumerate() {
-        if pinned && device.is_newer(record) {
-            deferred.extend_from_slice(&batch[i..]);
-            batch.clear();
-            return true;
+/// Folding records into the index under one lock of it, each judged by its device.
+struct Fold<'a> {
+    device: &'a mut DeviceFilter,
+    index: MutexGuard<'a, AddressIndex>,
+    claims: &'a DeviceClaims,
+    /// Whether the index's device is pinned (its report is being built).
+    pinned: bool,
+    deferred: &'a mut Vec<BindingRecord>,
+    now: Instant,
+}
+
+impl<'a> Fold<'a> {
+    fn new(
+        device: &'a mut DeviceFilter,
+        index: &'a SharedIndex,
+        claims: &'a DeviceClaims,
+        deferred: &'a mut Vec<BindingRecord>,
+    ) -> Self {
+        Self {
+            pinned: claims.pins.contains(device.generation),
+            device,
+            index: lock(index),
+            claims,
+            deferred,
+            now: Instant::now(),
+        }
+    }
+
+    /// Folds `record`, starting to load what `ahead` (a record folded a few later) will touch.
+    /// While the index's device is pinned, a record of a newer device is kept in `deferred`
+    /// instead, and false says to stop: everything after it waits too.
+    fn one(&mut self, record: &BindingRecord, ahead: Option<&BindingRecord>) -> bool {
+        if self.pinned && self.device.is_newer(record) {
+            self.deferred.push(*record);
+            return false;
         }
         // Overlap the cache misses of records folded in turn (see `AddressIndex::apply_all`).
-        if let Some(ahead) = batch.get(i + PREFETCH_AHEAD) {
-            index.prefetch(ahead);
+        if let Some(ahead) = ahead {
+            self.index.prefetch(ahead);
         }
-        match device.judge(record) {
-            DeviceVerdict::Apply => index.apply(record, now),
+        match self.device.judge(record) {
+            DeviceVerdict::Apply => self.index.apply(record, self.now),
             DeviceVerdict::ResetThenApply => {
-                index.reset();
-                index.apply(record, now);
+                self.index.reset();
+                self.index.apply(record, self.now);
                 // The new device may be pinned too (lost again before its report was built).
-                pinned = claims.pins.contains(device.generation);
+                self.pinned = self.claims.pins.contains(self.device.generation);
             }
             DeviceVerdict::Drop => {}
         }
+        true
     }
-    batch.clear();
-    false
 }
 
 #[cfg(test)]
