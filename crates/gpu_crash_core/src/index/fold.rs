@@ -131,21 +131,20 @@ impl AddressIndex {
             }
         }
         self.remember(record, name, now);
-        self.names.release(name);
     }
 
-    /// The event's name, with one reference for the caller: the one it carries (which the object's
-    /// live ranges then take too), else the object's.
+    /// The event's name: the one it carries (which the object's live ranges then take too), else
+    /// the object's. No reference is taken for the event itself: only interning forgets names (a
+    /// compaction drops those nobody holds), and nothing after this in [`Self::apply`] interns, so
+    /// the name stays valid while the event is folded; each holder it reaches takes its own.
     fn event_name(&mut self, record: &BindingRecord, first: Option<u32>) -> NameId {
         let known = first.map_or(NO_NAME, |id| self.slab[id].name);
         let carried = record.name_bytes();
         if carried.is_empty() {
-            self.names.acquire(known);
             return known;
         }
         // A label seen lately (a kind name, over and over): no UTF-8 check, hash or probe.
         if let Some(id) = self.names.recent(carried) {
-            self.names.acquire(id);
             if id != known {
                 if let Some(first) = first {
                     self.rename_object(first, id);
@@ -161,6 +160,8 @@ impl AddressIndex {
                     if let Some(first) = first {
                         self.rename_object(first, id);
                     }
+                    // The reference interning took is not the event's (see above).
+                    self.names.release(id);
                     return id;
                 }
                 None => {
@@ -171,7 +172,6 @@ impl AddressIndex {
                 }
             }
         }
-        self.names.acquire(known);
         known
     }
 
