@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::entries::{FreedBy, FreedEntry, RecentEntry};
 use super::names::{name_or, NameId, MAX_NAME_LEN, NO_NAME};
 use super::order::range_end;
-use super::slab::{LiveEntry, NONE};
+use super::slab::{LiveEntry, ObjectTable, NONE};
 use super::types::ObjectKey;
 use super::{AddressIndex, UnbindRun};
 use crate::capture::{BindingKind, BindingRecord};
@@ -103,9 +103,10 @@ impl AddressIndex {
         if self.order.get().is_some() {
             self.order = OnceLock::new();
         }
+        let tag = ObjectTable::tag(record.object_type, record.handle);
         let found = if record.handle != 0 {
             self.objects
-                .find(&self.slab, record.object_type, record.handle)
+                .find_tagged(&self.slab, tag, record.object_type, record.handle)
         } else {
             Err(usize::MAX)
         };
@@ -121,7 +122,7 @@ impl AddressIndex {
                     first_unbind_since: None,
                     unbinds: 0,
                 };
-                self.bind(record, found, name);
+                self.bind(record, found, tag, name);
             }
             BindingKind::Unbind => {
                 let run = &mut self.unbind_run;
@@ -175,7 +176,15 @@ impl AddressIndex {
         known
     }
 
-    fn bind(&mut self, record: &BindingRecord, found: Result<usize, usize>, name: NameId) {
+    /// Folds a bind; `found` is what the object table's lookup of the record's object (whose
+    /// [`ObjectTable::tag`] is `tag`) gave.
+    fn bind(
+        &mut self,
+        record: &BindingRecord,
+        found: Result<usize, usize>,
+        tag: u32,
+        name: NameId,
+    ) {
         self.stats.binds += 1;
         let internal = record.is_internal_object();
         let (object_type, handle, base, size) =
@@ -214,7 +223,7 @@ impl AddressIndex {
             // Becomes the object's first entry; the others follow it.
             let (Ok(bucket) | Err(bucket)) = found;
             self.slab[id].next = found.map_or(NONE, |bucket| self.objects.first(bucket));
-            self.objects.set(bucket, object_type, handle, id);
+            self.objects.set_tagged(bucket, tag, id);
         }
         if handle == 0 || internal {
             self.at_base.insert(&mut self.slab, id);

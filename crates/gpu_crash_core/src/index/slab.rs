@@ -261,10 +261,28 @@ impl ObjectTable {
         prefetch(self.buckets.as_ptr().wrapping_add(self.home_of_tag(tag)));
     }
 
+    /// The tag of `(object_type, handle)` in a bucket (its hash's top 32 bits), for
+    /// [`Self::find_tagged`] and [`Self::set_tagged`]: folding an event hashes its object once.
+    #[inline]
+    pub(crate) fn tag(object_type: i32, handle: u64) -> u32 {
+        (object_hash(object_type, handle) >> 32) as u32
+    }
+
     /// `Ok(bucket)` holding the object's first entry, or `Err(bucket)` where it would go.
     #[inline]
     pub(crate) fn find(&self, slab: &Slab, object_type: i32, handle: u64) -> Result<usize, usize> {
-        let tag = (object_hash(object_type, handle) >> 32) as u32;
+        self.find_tagged(slab, Self::tag(object_type, handle), object_type, handle)
+    }
+
+    /// [`Self::find`] for an object whose [`Self::tag`] is `tag`.
+    #[inline]
+    pub(crate) fn find_tagged(
+        &self,
+        slab: &Slab,
+        tag: u32,
+        object_type: i32,
+        handle: u64,
+    ) -> Result<usize, usize> {
         let mask = self.buckets.len() - 1;
         let mut bucket = self.home_of_tag(tag);
         loop {
@@ -291,8 +309,13 @@ impl ObjectTable {
     /// Points `bucket` (found or empty) at `id` for the object `(object_type, handle)`.
     #[inline]
     pub(crate) fn set(&mut self, bucket: usize, object_type: i32, handle: u64, id: u32) {
-        let tag = object_hash(object_type, handle) >> 32;
-        self.buckets[bucket] = (tag << 32) | (id as u64 + 1);
+        self.set_tagged(bucket, Self::tag(object_type, handle), id);
+    }
+
+    /// [`Self::set`] for an object whose [`Self::tag`] is `tag`.
+    #[inline]
+    pub(crate) fn set_tagged(&mut self, bucket: usize, tag: u32, id: u32) {
+        self.buckets[bucket] = (u64::from(tag) << 32) | (id as u64 + 1);
     }
 
     /// Empties `bucket`, shifting later members of its probe run back.
