@@ -138,6 +138,7 @@ impl AddressIndex {
     /// the object's. No reference is taken for the event itself: only interning forgets names (a
     /// compaction drops those nobody holds), and nothing after this in [`Self::apply`] interns, so
     /// the name stays valid while the event is folded; each holder it reaches takes its own.
+    #[inline(always)]
     fn event_name(&mut self, record: &BindingRecord, first: Option<u32>) -> NameId {
         let known = first.map_or(NO_NAME, |id| self.slab[id].name);
         let carried = record.name_bytes();
@@ -395,6 +396,7 @@ impl AddressIndex {
 
     /// Adds a freed range, overwriting the oldest when the ring is full. `bound` is the live entry
     /// it came from, `None` for an unbind that matched nothing.
+    #[inline(always)]
     fn push_freed(
         &mut self,
         base: u64,
