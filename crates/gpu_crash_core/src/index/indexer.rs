@@ -1,6 +1,7 @@
 //! The indexer threads: the ring's consumer, folding records into the [`AddressIndex`].
 //!
-//! Two threads share the one consumer (a mutex; one drains at a time):
+//! Two threads share the one consumer (a mutex; one drains at a time, and the background thread
+//! gives it up between batches to a caller waiting for it):
 //! - the **background** thread wakes at a frame tick ([`IndexerHandle::frame_tick`]) once a quarter
 //!   of the ring is waiting, or every 100 ms, and runs at the lowest priority
 //!   ([`crate::background`]), so the steady fold takes only CPU time the game leaves idle. Folding
@@ -13,7 +14,7 @@
 //!   one frame is folded while it happens instead of overflowing the ring, even on a machine whose
 //!   cores the game keeps busy.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ pub(crate) const COST_NORMAL_PRIORITY_VAR: &str = "GPU_CRASH_REPORTER_COST_INDEX
 pub struct IndexerHandle {
     ring: Arc<BindingRing>,
     index: SharedIndex,
-    consumer: Arc<Mutex<Consumer>>,
+    consumer: Arc<SharedConsumer>,
     /// Which devices' unbinds are held and which devices' index a report still reads.
     claims: Arc<Mutex<DeviceClaims>>,
     stop: Arc<AtomicBool>,
@@ -73,7 +74,7 @@ impl IndexerHandle {
                  GPU objects"
             );
         }
-        let consumer = Arc::new(Mutex::new(Consumer {
+        let consumer = Arc::new(SharedConsumer::new(Consumer {
             ring: consumer,
             device: DeviceFilter::default(),
             claims: claims.clone(),
@@ -83,7 +84,7 @@ impl IndexerHandle {
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let lower = std::env::var_os(COST_NORMAL_PRIORITY_VAR).is_none_or(|v| v.is_empty());
-        let spawn = |name: &str, lower: bool, wait: fn()| {
+        let spawn = |name: &str, lower: bool, drainer: Drainer, wait: fn()| {
             let (index, consumer, stop) = (index.clone(), consumer.clone(), stop.clone());
             std::thread::Builder::new()
                 .name(name.into())
@@ -94,15 +95,15 @@ impl IndexerHandle {
                     // Acquire: pairs with the Release in Drop so the last drain sees every push.
                     while !stop.load(Ordering::Acquire) {
                         wait();
-                        drain_and_fold(&consumer, &index);
+                        drain_and_fold(&consumer, &index, drainer);
                     }
-                    drain_and_fold(&consumer, &index);
+                    drain_and_fold(&consumer, &index, Drainer::Urgent);
                 })
         };
-        let background = spawn("gpu-crash-indexer", lower, || {
+        let background = spawn("gpu-crash-indexer", lower, Drainer::Background, || {
             std::thread::park_timeout(IDLE_WAKE)
         })?;
-        let urgent = spawn("gpu-crash-burst", false, std::thread::park)?;
+        let urgent = spawn("gpu-crash-burst", false, Drainer::Urgent, std::thread::park)?;
         ring.set_consumer_thread(urgent.thread().clone());
         let every_frame =
             std::env::var_os(COST_FOLD_EVERY_FRAME_VAR).is_some_and(|v| !v.is_empty());
@@ -191,7 +192,7 @@ impl IndexerHandle {
     /// Folds everything published so far, on this thread, and returns the locked index: what a crash
     /// handler calls before resolving, so the last events before the fault are in.
     pub fn flush(&self) -> MutexGuard<'_, AddressIndex> {
-        drain_and_fold(&self.consumer, &self.index);
+        drain_and_fold(&self.consumer, &self.index, Drainer::Urgent);
         lock(&self.index)
     }
 }
@@ -220,6 +221,48 @@ pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
     index
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The consumer, shared by the indexer threads and a crash handler's flush, with a count of those
+/// waiting for it.
+struct SharedConsumer {
+    consumer: Mutex<Consumer>,
+    /// Callers blocked on `consumer` now. The background thread, at the lowest priority, gives the
+    /// consumer up between batches while one waits: held until the ring was empty, preempted by a
+    /// busy game on 2 cores, it kept the urgent thread out while the ring overflowed (10,636 events
+    /// dropped in one of 7 `frame_overhead` processes, BENCHMARKS.md).
+    waiting: AtomicUsize,
+}
+
+impl SharedConsumer {
+    fn new(consumer: Consumer) -> Self {
+        Self {
+            consumer: Mutex::new(consumer),
+            waiting: AtomicUsize::new(0),
+        }
+    }
+
+    /// Locks the consumer, counted in `waiting` while blocked.
+    fn lock(&self) -> MutexGuard<'_, Consumer> {
+        // Relaxed: `waiting` is a hint read between batches; the mutex orders the consumer's
+        // state itself.
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let consumer = self
+            .consumer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        consumer
+    }
+}
+
+/// Who drains the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drainer {
+    /// The background thread: stops after a batch when another caller waits for the consumer.
+    Background,
+    /// The urgent thread, a flush or the last drain: drains until the ring is empty.
+    Urgent,
 }
 
 /// The ring's consumer and the device its index describes.
@@ -314,10 +357,10 @@ impl DeviceFilter {
     }
 }
 
-fn drain_and_fold(consumer: &Mutex<Consumer>, index: &SharedIndex) {
-    let mut consumer = consumer
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+/// Folds what the ring holds into the index, a batch per lock of the index (see [`Drainer`] for
+/// when it stops early).
+fn drain_and_fold(shared: &SharedConsumer, index: &SharedIndex, drainer: Drainer) {
+    let mut consumer = shared.lock();
     let Consumer {
         ring,
         device,
@@ -360,6 +403,10 @@ fn drain_and_fold(consumer: &Mutex<Consumer>, index: &SharedIndex) {
         });
         if folded == 0 || deferring {
             break;
+        }
+        // Relaxed: see `SharedConsumer::waiting`.
+        if drainer == Drainer::Background && shared.waiting.load(Ordering::Relaxed) > 0 {
+            break; // the urgent thread or a flush takes over from here
         }
     }
     // Again for the device the index describes now: the batches may have started a newer one.
@@ -440,6 +487,57 @@ mod tests {
     fn tagged(generation: u32) -> BindingRecord {
         BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0x1000, 64)
             .with_device_generation(generation_tag(generation))
+    }
+
+    /// Ring, consumer and index as `IndexerHandle::spawn` wires them, without its threads.
+    fn parts(ring_capacity: usize) -> (Arc<BindingRing>, SharedConsumer, SharedIndex) {
+        let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
+        let shared = SharedConsumer::new(Consumer {
+            ring: consumer,
+            device: DeviceFilter::default(),
+            claims: Arc::new(Mutex::new(DeviceClaims::default())),
+            no_fold: false,
+            deferred: Vec::with_capacity(BATCH),
+            refold: Vec::with_capacity(BATCH),
+        });
+        let index = Arc::new(Mutex::new(AddressIndex::new(IndexSettings::default())));
+        (ring, shared, index)
+    }
+
+    /// The background thread, preempted at the lowest priority while it drains, must not keep the
+    /// urgent thread (or a crash's flush) out until the ring is empty: with one waiting, it stops
+    /// after the batch in hand. Before, it drained all three batches.
+    #[test]
+    fn the_background_drain_gives_the_consumer_up_between_batches_to_a_waiter() {
+        let (ring, shared, index) = parts(1 << 14);
+        let bind = |n: u64| {
+            BindingRecord::new(
+                BindingKind::Bind,
+                vk::ObjectType::BUFFER,
+                n + 1,
+                n << 16,
+                64,
+            )
+        };
+        for n in 0..3 * BATCH as u64 {
+            ring.push(bind(n)).unwrap();
+        }
+        // What a caller blocked in `SharedConsumer::lock` looks like.
+        shared.waiting.fetch_add(1, Ordering::Relaxed);
+        drain_and_fold(&shared, &index, Drainer::Background);
+        assert_eq!(ring.len(), 2 * BATCH, "one batch, then the waiter's turn");
+        assert_eq!(lock(&index).stats().binds, BATCH as u64);
+        // The urgent thread does not stop for waiters.
+        drain_and_fold(&shared, &index, Drainer::Urgent);
+        assert!(ring.is_empty());
+        shared.waiting.fetch_sub(1, Ordering::Relaxed);
+        for n in 0..2 * BATCH as u64 {
+            ring.push(bind(n + 3 * BATCH as u64)).unwrap();
+        }
+        // Nobody waiting: the background thread drains everything.
+        drain_and_fold(&shared, &index, Drainer::Background);
+        assert!(ring.is_empty());
+        assert_eq!(lock(&index).stats().binds, 5 * BATCH as u64);
     }
 
     #[test]
