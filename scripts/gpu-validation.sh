@@ -1211,6 +1211,64 @@ device42() {
     tar -C $logs -czf "$OUT/run42-results.tar.gz" .
 }
 
+# Batch 44 (issue 35): frame_overhead and the indexer_fold bench of this tree (the fold in place in
+# the ring, fewer instructions an event), and the indexer_fold bench of the tree before
+# (FOLD44_BASE, a binary built there), packed into .devrun/b44.tar.xz.
+build44() {
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    local stage=/tmp/gv-stage44 bench
+    rm -rf $stage && mkdir -p .devrun $stage
+    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
+    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
+        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
+    cp "$target/release/examples/frame_overhead" "$bench" $stage/
+    mv $stage/indexer_fold-* $stage/fold_now
+    cp "${FOLD44_BASE:?the indexer_fold binary of the base tree}" $stage/fold_base
+    strip $stage/*
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b44.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b44.commit
+    ls -la .devrun/b44.*
+}
+
+# Batch 44: the indexer_fold bench's 4-frame drain now and before (7 rounds, order swapped); ours
+# inside one process under 1,000 buffers a frame (frame_overhead --interleave 20, 7 processes) on
+# all 16 cores; then pinned to 2 cores (taskset -c 0,1), everything on and the callback-and-ring
+# control (GPU_CRASH_REPORTER_COST_NO_FOLD) alternated, 7 each. Each line copied to $OUT as it comes.
+device44() {
+    setup_device
+    tar -C $bin -xJf .devrun/b44.tar.xz
+    echo "commit $(cat .devrun/b44.commit); $(nproc) cores" | tee -a $logs/env.txt
+    cp $logs/env.txt "$OUT/"
+    local r b order which env
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="fold_base fold_now"; else order="fold_now fold_base"; fi
+        for b in $order; do
+            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
+                'churn_1000_buffers_4_frames_a_drain$' > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
+            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
+                | tee -a "$OUT/fold.txt"
+        done
+    done
+    for r in $(seq 1 7); do
+        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
+            > $logs/il16-$r.out 2> $logs/il16-$r.err
+        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
+            | tee -a "$OUT/interleave.txt"
+    done
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="on nofold"; else order="nofold on"; fi
+        for which in $order; do
+            env=X44=1; [ $which = nofold ] && env=GPU_CRASH_REPORTER_COST_NO_FOLD=1
+            env $env taskset -c 0,1 timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 \
+                --warmup 60 > $logs/il2-$r-$which.out 2> $logs/il2-$r-$which.err
+            echo "2 cores round $r $which rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il2-$r-$which.out)" \
+                | tee -a "$OUT/interleave.txt"
+        done
+    done
+    tar -C $logs -czf "$OUT/run44-results.tar.gz" .
+}
+
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
@@ -1373,6 +1431,8 @@ case "${1:-}" in
     device31) device31 ;;
     device32) device32 ;;
     build42) build42 ;;
+    build44) build44 ;;
+    device44) device44 ;;
     device42) device42 ;;
     build41) build41 ;;
     device41a) device41a ;;
