@@ -144,6 +144,7 @@ impl BindingRecord {
     }
 
     /// The name bytes as the driver passed them (not necessarily UTF-8); empty when none.
+    #[inline]
     pub(crate) fn name_bytes(&self) -> &[u8] {
         &self.name[..self.name_len as usize]
     }

@@ -75,13 +75,14 @@ impl AddressIndex {
     }
 
     /// Starts loading what folding `record` reads first (its object's bucket, a likely cache and
-    /// TLB miss once the table outgrows the cache); a hint, no effect on the result. Call it a few
+    /// TLB miss once the table outgrows the cache, and a new name's bucket in the name table); a hint, no effect on the result. Call it a few
     /// records before [`Self::apply`] on that record, as [`Self::apply_all`] does.
     #[inline]
     pub fn prefetch(&self, record: &BindingRecord) {
         if record.handle != 0 {
             self.objects.prefetch(record.object_type, record.handle);
         }
+        self.names.prefetch(record.name_bytes());
     }
 
     /// Folds `records` in order, exactly as [`Self::apply`] on each, prefetching `PREFETCH_AHEAD`

@@ -357,6 +357,24 @@ impl NameArena {
         Some((entry, cached.id))
     }
 
+    /// Starts loading the table bucket that interning `bytes` probes first, unless the recent-names
+    /// cache holds them (no probe then). Called a few records ahead: the table (512 KiB at the
+    /// default budget) is mostly out of cache, and a new per-object label's first probe waiting on
+    /// it was a tenth of the `indexer_fold` bench's samples. A hint only: no effect on the result.
+    #[inline]
+    pub(crate) fn prefetch(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        // The ends decide almost every hit (see `RecentName`); a false hit only skips a hint.
+        let key = RecentName::of(bytes, NO_NAME);
+        if self.recent[recent_slot(&key)].same_ends(&key) {
+            return;
+        }
+        let home = self.home(hash_name(&bytes[..bytes.len().min(MAX_NAME_LEN)]));
+        prefetch(self.table.as_ptr().wrapping_add(home));
+    }
+
     /// Offers `id` (found again in the table) an entry of the recent-names cache: taken unless the
     /// entry's name was found since the last offer, which clears its bit instead.
     fn offer_recent(&mut self, name: &[u8], id: NameId) {
