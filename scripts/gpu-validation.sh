@@ -1269,6 +1269,22 @@ device44() {
     tar -C $logs -czf "$OUT/run44-results.tar.gz" .
 }
 
+# Batch 45 (issue 35): batch 44 on the tree with the name-table prefetch (build44 again), then the
+# scaling rows: ours inside one process at 100 and 10,000 buffers a frame, 5 processes each.
+device45() {
+    device44
+    local n r
+    for n in 100 10000; do
+        for r in $(seq 1 5); do
+            timeout -s KILL 60 $bin/frame_overhead --interleave 20 --churn $n --frames 300 --warmup 30 \
+                > $logs/churn-$n-$r.out 2> $logs/churn-$n-$r.err
+            echo "churn $n process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/churn-$n-$r.out)" \
+                | tee -a "$OUT/churn.txt"
+        done
+    done
+    tar -C $logs -czf "$OUT/run45-results.tar.gz" .
+}
+
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
@@ -1433,6 +1449,7 @@ case "${1:-}" in
     build42) build42 ;;
     build44) build44 ;;
     device44) device44 ;;
+    device45) device45 ;;
     device42) device42 ;;
     build41) build41 ;;
     device41a) device41a ;;
