@@ -11,75 +11,23 @@
 //! own (a per-chunk label). Unbinds carry no name (the driver names the object only at bind).
 //!
 //! Each iteration pushes 1 or 4 frames' records (2,000 each) into a default-sized ring (not timed),
-//! then times the drain and fold: `RingConsumer::visit` in batches of 1,024, folding each record in
-//! place with `AddressIndex::prefetch` 8 records ahead and `AddressIndex::apply`, which is what the
-//! indexer's `drain_and_fold` does besides locking (uncontended here) and its per-record device check.
+//! then times the drain and fold (`support/churn.rs`'s `fold_drains`): `RingConsumer::visit` in
+//! batches of 1,024, folding each record in place with `AddressIndex::prefetch` 8 records ahead and
+//! `AddressIndex::apply`, which is what the indexer's `drain_and_fold` does besides locking
+//! (uncontended here) and its per-record device check.
 
 use std::time::{Duration, Instant};
 
-use ash::vk;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use gpu_crash_core::test_support::{AddressIndex, IndexSettings};
-use gpu_crash_core::test_support::{BindingKind, BindingRecord, BindingRing};
+use gpu_crash_core::test_support::{BindingRecord, BindingRing};
 
-/// Buffers created (and, a frame later, destroyed) per frame.
-const PER_FRAME: u64 = 1_000;
-/// The indexer's batch (`indexer.rs`).
-const BATCH: usize = 1_024;
-/// How far ahead the indexer prefetches (`fold.rs`'s `PREFETCH_AHEAD`).
-const PREFETCH_AHEAD: u64 = 8;
+#[path = "support/churn.rs"]
+mod churn;
+use churn::{fold_drains, frame_records, push_frame, FRAMES, PER_FRAME};
+
 /// The plugin's default `binding_ring_capacity`.
 const RING: usize = 32_768;
-
-/// Labels a game gives buffers by kind; they repeat every frame.
-const KINDS: [&str; 6] = [
-    "mesh vertex buffer",
-    "mesh index buffer",
-    "frame_uniforms_0",
-    "instance data",
-    "skin joints",
-    "particle storage",
-];
-
-/// The name of the frame's `i`-th buffer: by kind, one in ten a label of its own.
-fn name(buffer: u64) -> String {
-    if buffer.is_multiple_of(10) {
-        format!("chunk_{buffer:08}_lod0")
-    } else {
-        KINDS[(buffer % KINDS.len() as u64) as usize].to_owned()
-    }
-}
-
-fn buffer_record(kind: BindingKind, buffer: u64, frame: u64) -> BindingRecord {
-    let r = BindingRecord::new(
-        kind,
-        vk::ObjectType::BUFFER,
-        0x5a00_0000_0000 + buffer,
-        // 4 KiB buffers in 64 KiB strides, as suballocated buffers look.
-        0x1_0000_0000 + (buffer % (1 << 20)) * 0x1_0000,
-        4096,
-    )
-    .with_frame(frame);
-    match kind {
-        BindingKind::Bind => r.with_name(&name(buffer)),
-        BindingKind::Unbind => r,
-    }
-}
-
-/// Frames replayed in a loop (their records are built once: formatting names is not the indexer's
-/// work).
-const FRAMES: u64 = 64;
-
-/// Records of frame `frame` of the loop: its 1,000 binds, then the unbinds of the buffers bound
-/// `lifetime` frames before (wrapping round the loop: for frame 0 and a lifetime of 1, its last frame).
-fn frame_records(frame: u64, lifetime: u64) -> Vec<BindingRecord> {
-    let first = frame * PER_FRAME;
-    let bound = (frame + FRAMES - lifetime) % FRAMES * PER_FRAME;
-    (first..first + PER_FRAME)
-        .map(|b| buffer_record(BindingKind::Bind, b, frame))
-        .chain((bound..bound + PER_FRAME).map(|b| buffer_record(BindingKind::Unbind, b, frame)))
-        .collect()
-}
 
 /// Times draining and folding `frames_per_drain` frames at a time (each iteration one drain), as the
 /// indexer's background thread does: it wakes once a quarter of the ring waits (8,192 records, about 4
@@ -97,29 +45,10 @@ fn drain_every(
         let mut total = Duration::ZERO;
         for it in 0..iters {
             for f in 0..frames_per_drain {
-                let n = it * frames_per_drain + f;
-                let (lap, frame) = (n / FRAMES, n % FRAMES);
-                for record in &frames[frame as usize] {
-                    let mut r = *record;
-                    // The unbinds of a lap's first frame are of the previous lap's last buffers.
-                    let lap_of = match r.kind {
-                        BindingKind::Unbind if frame < lifetime => lap.wrapping_sub(1),
-                        _ => lap,
-                    };
-                    r.handle = r.handle.wrapping_add(lap_of << 32);
-                    let _ = ring.push(r);
-                }
+                push_frame(&ring, frames, it * frames_per_drain + f, lifetime);
             }
             let start = Instant::now();
-            let now = start;
-            while consumer.visit(BATCH, PREFETCH_AHEAD, |record, ahead| {
-                if let Some(ahead) = ahead {
-                    index.prefetch(ahead);
-                }
-                index.apply(record, now);
-                true
-            }) > 0
-            {}
+            fold_drains(&mut consumer, &mut index, start);
             total += start.elapsed();
         }
         std::hint::black_box(index.stats());

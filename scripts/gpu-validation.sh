@@ -1240,16 +1240,8 @@ device44() {
     tar -C $bin -xJf .devrun/b44.tar.xz
     echo "commit $(cat .devrun/b44.commit); $(nproc) cores" | tee -a $logs/env.txt
     cp $logs/env.txt "$OUT/"
-    local r b order which env
-    for r in $(seq 1 7); do
-        if [ $((r % 2)) -eq 1 ]; then order="fold_base fold_now"; else order="fold_now fold_base"; fi
-        for b in $order; do
-            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
-                'churn_1000_buffers_4_frames_a_drain$' > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
-            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
-                | tee -a "$OUT/fold.txt"
-        done
-    done
+    local r order which env
+    fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
     for r in $(seq 1 7); do
         timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
             > $logs/il16-$r.out 2> $logs/il16-$r.err
@@ -1267,6 +1259,22 @@ device44() {
         done
     done
     tar -C $logs -czf "$OUT/run44-results.tar.gz" .
+}
+
+# The indexer_fold bench of the base tree and of this one ($bin/fold_base, $bin/fold_now), 7 rounds,
+# the order swapped each round, the benches matching $1 (all when empty); each first time line
+# copied to $OUT/fold.txt as it comes.
+fold_rounds() {
+    local r b order
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="fold_base fold_now"; else order="fold_now fold_base"; fi
+        for b in $order; do
+            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
+                ${1:+"$1"} > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
+            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
+                | tee -a "$OUT/fold.txt"
+        done
+    done
 }
 
 # Batch 45 (issue 35): batch 44 on the tree with the name-table prefetch (build44 again), then the
@@ -1334,16 +1342,8 @@ device41b() {
     tar -C $bin -xJf .devrun/b41.tar.xz
     echo "commit $(cat .devrun/b41.commit); $(nproc) cores" | tee -a $logs/env.txt
     cp $logs/env.txt "$OUT/"
-    local r n b order
-    for r in $(seq 1 7); do
-        if [ $((r % 2)) -eq 1 ]; then order="fold_base fold_now"; else order="fold_now fold_base"; fi
-        for b in $order; do
-            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
-                > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
-            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
-                | tee -a "$OUT/fold.txt"
-        done
-    done
+    local r n
+    fold_rounds ''
     for n in 100 10000; do
         for r in $(seq 1 5); do
             timeout -s KILL 60 $bin/frame_overhead --interleave 20 --churn $n --frames 300 --warmup 30 \
