@@ -10,7 +10,7 @@ use ash::vk::{self, Handle};
 use vulkan_fault_ffi::{DeviceFaultDebugInfoKHR, DeviceFaultInfoKHR};
 
 use crate::commands;
-use crate::dispatch::{self, dev_of, DeviceData, NO_DEVICE};
+use crate::dispatch::{self, dev_of, DeviceData, DeviceState, NO_DEVICE};
 use crate::fault::{self, SubmitAction};
 use crate::log::guard;
 use crate::messengers::emit;
@@ -22,6 +22,21 @@ fn report(dev: &DeviceData, events: &[BindingEvent]) {
     if dev.extensions.binding_report_enabled {
         emit(&dev.instance, events);
     }
+}
+
+/// Takes a freed object out of the device's tracker and reports its unbind, both under the device's
+/// lock. A submission on another thread picks a drilled use-after-free's target under that lock too,
+/// so it sees the object freed only once the application's messenger has the unbind, as a real
+/// driver reports it inside the destroy call. Reported after the lock was let go (and after the call
+/// down), a fault injected in between found the reporter's index still holding the object live: 1
+/// report of 20 in `tests/recovery.rs`'s crash loop, under load.
+fn untrack_and_report(
+    dev: &DeviceData,
+    untrack: impl FnOnce(&mut DeviceState) -> Option<BindingEvent>,
+) {
+    let mut state = dev.lock();
+    let event = untrack(&mut state);
+    report(dev, event.as_slice());
 }
 
 pub(crate) unsafe extern "system" fn destroy_device(
@@ -105,12 +120,11 @@ pub(crate) unsafe extern "system" fn free_memory(
 ) {
     guard("vkFreeMemory", (), || {
         let Some(dev) = dev_of(device) else { return };
-        let ev = dev.lock().tracker.free(memory.as_raw());
+        untrack_and_report(&dev, |state| state.tracker.free(memory.as_raw()));
         if let Some(next) = dev.fns.free_memory {
             // SAFETY: forwarded unchanged.
             native::with_current(&dev, || unsafe { next(device, memory, p_allocator) });
         }
-        report(&dev, ev.as_slice());
     })
 }
 
@@ -181,15 +195,15 @@ pub(crate) unsafe extern "system" fn destroy_buffer(
 ) {
     guard("vkDestroyBuffer", (), || {
         let Some(dev) = dev_of(device) else { return };
-        let ev = dev
-            .lock()
-            .tracker
-            .destroy_resource(vk::ObjectType::BUFFER, buffer.as_raw());
+        untrack_and_report(&dev, |state| {
+            state
+                .tracker
+                .destroy_resource(vk::ObjectType::BUFFER, buffer.as_raw())
+        });
         if let Some(next) = dev.fns.destroy_buffer {
             // SAFETY: forwarded unchanged.
             native::with_current(&dev, || unsafe { next(device, buffer, p_allocator) });
         }
-        report(&dev, ev.as_slice());
     })
 }
 
@@ -238,15 +252,15 @@ pub(crate) unsafe extern "system" fn destroy_image(
 ) {
     guard("vkDestroyImage", (), || {
         let Some(dev) = dev_of(device) else { return };
-        let ev = dev
-            .lock()
-            .tracker
-            .destroy_resource(vk::ObjectType::IMAGE, image.as_raw());
+        untrack_and_report(&dev, |state| {
+            state
+                .tracker
+                .destroy_resource(vk::ObjectType::IMAGE, image.as_raw())
+        });
         if let Some(next) = dev.fns.destroy_image {
             // SAFETY: forwarded unchanged.
             native::with_current(&dev, || unsafe { next(device, image, p_allocator) });
         }
-        report(&dev, ev.as_slice());
     })
 }
 
