@@ -281,6 +281,40 @@ impl BindingRing {
     }
 }
 
+/// [`RingConsumer::visit`]'s progress: publishes the consumer's position when the call ends, by
+/// return or by a panic in its visitor (consuming the record in hand then).
+struct Consumed<'a> {
+    ring: &'a BindingRing,
+    /// The next position to read.
+    position: u64,
+    /// A record at `position` is being visited.
+    in_hand: bool,
+}
+
+impl Consumed<'_> {
+    /// Frees the slot of `position` (read) for the producers and moves past it.
+    #[inline(always)]
+    fn release(&mut self, position: u64) {
+        // Release: our reads of the record happen before a producer reuses the slot a lap on.
+        self.ring
+            .slot_at(position)
+            .sequence
+            .store(position.wrapping_add(self.ring.mask + 1), Ordering::Release);
+        self.position = position.wrapping_add(1);
+    }
+}
+
+impl Drop for Consumed<'_> {
+    fn drop(&mut self) {
+        if self.in_hand {
+            self.release(self.position);
+        }
+        // Relaxed: producers read `head` only to decide when to wake us (and `len` for a
+        // snapshot); a position published once per call is as good for both.
+        self.ring.head.0.store(self.position, Ordering::Relaxed);
+    }
+}
+
 /// The one consumer of a [`BindingRing`]. Not `Clone`: the ring's correctness needs a single reader.
 pub struct RingConsumer {
     ring: Arc<BindingRing>,
@@ -322,8 +356,10 @@ impl RingConsumer {
     /// positions later when it is already published (`ahead` below the capacity), to start loading
     /// what folding it will touch. Each record is consumed once `visit` returns (its `sequence`
     /// stamped first); `false` ends the call after it. The consumer's position is published once a
-    /// call. Returns how many records were consumed. Clears the half-full wake request so the next
-    /// burst wakes the consumer again.
+    /// call, and on the way out of a panic in `visit` too, with the record it panicked on consumed:
+    /// the ring goes on after it (left behind, every later call would find the ring empty).
+    /// Returns how many records were consumed. Clears the half-full wake request so the next burst
+    /// wakes the consumer again.
     pub fn visit(
         &mut self,
         max: usize,
@@ -335,8 +371,13 @@ impl RingConsumer {
         let ahead = ahead.min(ring.mask);
         // Relaxed: only this consumer writes `head`.
         let start = ring.head.0.load(Ordering::Relaxed);
-        let mut position = start;
-        while position.wrapping_sub(start) < max as u64 {
+        let mut done = Consumed {
+            ring,
+            position: start,
+            in_hand: false,
+        };
+        while done.position.wrapping_sub(start) < max as u64 {
+            let position = done.position;
             let slot = ring.slot_at(position);
             // Acquire: pairs with the producer's Release store, making the record's bytes visible.
             if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
@@ -356,20 +397,16 @@ impl RingConsumer {
             // SAFETY: as for `record`; only read, and released (a position later) after this
             // shared reference has ended.
             .then(|| unsafe { (*later.record.get()).assume_init_ref() });
+            done.in_hand = true;
             let go_on = visit(record, later);
-            // Release: our reads of the record happen before a producer reuses the slot a lap on.
-            slot.sequence
-                .store(position.wrapping_add(ring.mask + 1), Ordering::Release);
+            done.in_hand = false;
+            done.release(position);
             prefetch_slot(ring.slot_at(position.wrapping_add(CONSUMER_PREFETCH_AHEAD)));
-            position = position.wrapping_add(1);
             if !go_on {
                 break;
             }
         }
-        // Relaxed: producers read `head` only to decide when to wake us (and `len` for a
-        // snapshot); a position published once per call is as good for both.
-        ring.head.0.store(position, Ordering::Relaxed);
-        position.wrapping_sub(start) as usize
+        done.position.wrapping_sub(start) as usize
     }
 
     /// Pops up to `max` records into `sink`; returns how many. Clears the half-full wake request so
@@ -528,6 +565,39 @@ mod tests {
             true
         });
         assert_eq!(seen, vec![(12, 12, Some(19))]);
+    }
+
+    /// A visitor that panics (a bug in the fold) must not stall the ring: the record it panicked
+    /// on is consumed, the position published, and the next call goes on after it. Before, the
+    /// position stayed behind released slots and every later call found the ring empty.
+    #[test]
+    fn a_panicking_visitor_leaves_the_ring_going_on_after_its_record() {
+        let (ring, mut consumer) = BindingRing::with_capacity(8);
+        for n in 0..5 {
+            ring.push(record(n)).unwrap();
+        }
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            consumer.visit(100, 2, |r, _| {
+                assert_ne!(r.handle, 1, "the fold's bug");
+                true
+            })
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(ring.len(), 3, "records 0 and 1 consumed");
+        let mut seen = Vec::new();
+        assert_eq!(
+            consumer.visit(100, 0, |r, _| {
+                seen.push(r.sequence);
+                true
+            }),
+            3
+        );
+        assert_eq!(seen, vec![2, 3, 4]);
+        // Every slot is free again: a full lap fits.
+        for n in 5..13 {
+            ring.push(record(n)).unwrap();
+        }
+        assert_eq!(ring.dropped(), 0);
     }
 
     #[test]
