@@ -1211,24 +1211,40 @@ device42() {
     tar -C $logs -czf "$OUT/run42-results.tar.gz" .
 }
 
-# Batch 44 (issue 35): frame_overhead and the indexer_fold bench of this tree (the fold in place in
-# the ring, fewer instructions an event), and the indexer_fold bench of the tree before
-# (FOLD44_BASE, a binary built there), packed into .devrun/b44.tar.xz.
-build44() {
+# Sets the device up and unpacks batch $1's package (.devrun/b$1.tar.xz) into $bin, noting its commit
+# and the core count in $logs/env.txt and $OUT/env.txt.
+unpack_batch() {
+    setup_device
+    tar -C $bin -xJf .devrun/b$1.tar.xz
+    echo "commit $(cat .devrun/b$1.commit); $(nproc) cores" | tee -a $logs/env.txt
+    cp $logs/env.txt "$OUT/"
+}
+
+# frame_overhead and the indexer_fold bench of this tree, and the indexer_fold bench of a base tree
+# ($2, a binary built there), packed into .devrun/b$1.tar.xz with the tree's commit in .devrun/b$1.commit.
+build_fold_package() {
+    local batch=$1 base=$2
     local src=${GV_SRC:-$ROOT}
     local target=${CARGO_TARGET_DIR:-$src/target}
-    local stage=/tmp/gv-stage44 bench
+    local stage=/tmp/gv-stage$batch bench
     rm -rf $stage && mkdir -p .devrun $stage
     (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
     bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
         | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
     cp "$target/release/examples/frame_overhead" "$bench" $stage/
     mv $stage/indexer_fold-* $stage/fold_now
-    cp "${FOLD44_BASE:?the indexer_fold binary of the base tree}" $stage/fold_base
+    cp "$base" $stage/fold_base
     strip $stage/*
-    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b44.tar.xz
-    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b44.commit
-    ls -la .devrun/b44.*
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b$batch.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b$batch.commit
+    ls -la .devrun/b$batch.*
+}
+
+# Batch 44 (issue 35): frame_overhead and the indexer_fold bench of this tree (the fold in place in
+# the ring, fewer instructions an event), and the indexer_fold bench of the tree before
+# (FOLD44_BASE, a binary built there), packed into .devrun/b44.tar.xz.
+build44() {
+    build_fold_package 44 "${FOLD44_BASE:?the indexer_fold binary of the base tree}"
 }
 
 # Batch 44: the indexer_fold bench's 4-frame drain now and before (7 rounds, order swapped); ours
@@ -1236,10 +1252,7 @@ build44() {
 # all 16 cores; then pinned to 2 cores (taskset -c 0,1), everything on and the callback-and-ring
 # control (GPU_CRASH_REPORTER_COST_NO_FOLD) alternated, 7 each. Each line copied to $OUT as it comes.
 device44() {
-    setup_device
-    tar -C $bin -xJf .devrun/b44.tar.xz
-    echo "commit $(cat .devrun/b44.commit); $(nproc) cores" | tee -a $logs/env.txt
-    cp $logs/env.txt "$OUT/"
+    unpack_batch 44
     local r order which env
     fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
     for r in $(seq 1 7); do
@@ -1277,10 +1290,9 @@ fold_rounds() {
     done
 }
 
-# Batch 45 (issue 35): batch 44 on the tree with the name-table prefetch (build44 again), then the
-# scaling rows: ours inside one process at 100 and 10,000 buffers a frame, 5 processes each.
-device45() {
-    device44
+# The scaling rows: ours inside one process at 100 and 10,000 buffers a frame, 5 processes each, each
+# line copied to $OUT/churn.txt as it comes.
+churn_rows() {
     local n r
     for n in 100 10000; do
         for r in $(seq 1 5); do
@@ -1290,6 +1302,13 @@ device45() {
                 | tee -a "$OUT/churn.txt"
         done
     done
+}
+
+# Batch 45 (issue 35): batch 44 on the tree with the name-table prefetch (build44 again), then the
+# scaling rows: ours inside one process at 100 and 10,000 buffers a frame, 5 processes each.
+device45() {
+    device44
+    churn_rows
     tar -C $logs -czf "$OUT/run45-results.tar.gz" .
 }
 
@@ -1297,20 +1316,7 @@ device45() {
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
 build41() {
-    local src=${GV_SRC:-$ROOT}
-    local target=${CARGO_TARGET_DIR:-$src/target}
-    local stage=/tmp/gv-stage41 bench
-    rm -rf $stage && mkdir -p .devrun $stage
-    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
-    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
-        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
-    cp "$target/release/examples/frame_overhead" "$bench" $stage/
-    mv $stage/indexer_fold-* $stage/fold_now
-    cp "${FOLD41_BASE:?the indexer_fold binary of the base tree}" $stage/fold_base
-    strip $stage/*
-    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b41.tar.xz
-    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b41.commit
-    ls -la .devrun
+    build_fold_package 41 "${FOLD41_BASE:?the indexer_fold binary of the base tree}"
 }
 
 # Batch 41a (issue 35): ours inside one process under 1,000 buffers a frame (frame_overhead
@@ -1318,10 +1324,7 @@ build41() {
 # GPU_CRASH_REPORTER_COST_FOLD_EVERY_FRAME), 7 processes each, the order swapped every round; each
 # line copied to $OUT as it comes.
 device41a() {
-    setup_device
-    tar -C $bin -xJf .devrun/b41.tar.xz
-    echo "commit $(cat .devrun/b41.commit); $(nproc) cores" | tee -a $logs/env.txt
-    cp $logs/env.txt "$OUT/"
+    unpack_batch 41
     local r which order env
     for r in $(seq 1 "${ROUNDS41:-7}"); do
         if [ $((r % 2)) -eq 1 ]; then order="quarter every"; else order="every quarter"; fi
@@ -1338,20 +1341,9 @@ device41a() {
 # Batch 41b (issue 35): the scaling rows at 100 and 10,000 buffers a frame (ours inside one process,
 # 5 processes each), and the indexer_fold bench now and before (7 rounds, order swapped).
 device41b() {
-    setup_device
-    tar -C $bin -xJf .devrun/b41.tar.xz
-    echo "commit $(cat .devrun/b41.commit); $(nproc) cores" | tee -a $logs/env.txt
-    cp $logs/env.txt "$OUT/"
-    local r n
+    unpack_batch 41
     fold_rounds ''
-    for n in 100 10000; do
-        for r in $(seq 1 5); do
-            timeout -s KILL 60 $bin/frame_overhead --interleave 20 --churn $n --frames 300 --warmup 30 \
-                > $logs/churn-$n-$r.out 2> $logs/churn-$n-$r.err
-            echo "churn $n process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/churn-$n-$r.out)" \
-                | tee -a "$OUT/churn.txt"
-        done
-    done
+    churn_rows
 }
 
 # Batch 32 (issue 33): the pipeline naming's cost inside one process: the realistic scene with the
