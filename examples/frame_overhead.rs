@@ -30,6 +30,9 @@
 //!
 //! `FRAME_OVERHEAD_RING=<records>` sets the plugin's `binding_ring_capacity` (a control run: does the
 //! ring's size, 4 MiB at the default, cost the thread that creates buffers its cache?).
+//! `FRAME_OVERHEAD_SMALL_INDEX=1` sizes the index's tables at a sixteenth of the defaults (16,384
+//! live, 4,096 freed, 512 recent events): does the fold's share of a 2-core frame come from its
+//! tables taking the game's cache?
 //!
 //! `--interleave <block>`: one process, everything on, our capture switched to the floor and back
 //! every `block` frames (`GPU_CRASH_REPORTER_COST_INTERLEAVE`): ours as the ratio of the two states'
@@ -153,7 +156,24 @@ fn main() -> AppExit {
     }
     let mut app = App::new();
     if args.plugin != 0 {
+        // A control for where the fold's share of a 2-core frame goes (BENCHMARKS.md, issue 35):
+        // the index's tables a sixteenth of their default size (the freed ring 0.35 instead of 5.6
+        // MiB), so they compete less with the game's data for the caches.
+        let small_index = std::env::var_os("FRAME_OVERHEAD_SMALL_INDEX").is_some();
+        let defaults = GpuCrashReporterPlugin::default();
+        let (max_live_bindings, max_freed_bindings, max_recent_events) = if small_index {
+            (16_384, 4_096, 512)
+        } else {
+            (
+                defaults.max_live_bindings,
+                defaults.max_freed_bindings,
+                defaults.max_recent_events,
+            )
+        };
         app.add_plugins(GpuCrashReporterPlugin {
+            max_live_bindings,
+            max_freed_bindings,
+            max_recent_events,
             capture_address_bindings: args.plugin != 2,
             gpu_breadcrumbs: args.plugin != 3,
             application_name: Some("frame_overhead".into()),

@@ -1304,6 +1304,31 @@ churn_rows() {
     done
 }
 
+# Batch 46 (issue 35): where the fold's share of a 2-core frame goes. Pinned to 2 cores (taskset -c
+# 0,1), ours inside one process (frame_overhead --interleave 20) with the index at its defaults, with
+# its tables a sixteenth of them (FRAME_OVERHEAD_SMALL_INDEX=1) and with no fold
+# (GPU_CRASH_REPORTER_COST_NO_FOLD=1), 7 rounds, the order rotated each round (build44's package).
+device46() {
+    unpack_batch 44
+    local r which order env
+    for r in $(seq 1 7); do
+        case $((r % 3)) in
+            1) order="default small nofold" ;;
+            2) order="small nofold default" ;;
+            *) order="nofold default small" ;;
+        esac
+        for which in $order; do
+            env=X46=1
+            [ $which = small ] && env=FRAME_OVERHEAD_SMALL_INDEX=1
+            [ $which = nofold ] && env=GPU_CRASH_REPORTER_COST_NO_FOLD=1
+            env $env taskset -c 0,1 timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 \
+                --warmup 60 > $logs/il2-$r-$which.out 2> $logs/il2-$r-$which.err
+            echo "2 cores round $r $which rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il2-$r-$which.out)" \
+                | tee -a "$OUT/interleave.txt"
+        done
+    done
+}
+
 # Batch 45 (issue 35): batch 44 on the tree with the name-table prefetch (build44 again), then the
 # scaling rows: ours inside one process at 100 and 10,000 buffers a frame, 5 processes each.
 device45() {
@@ -1442,6 +1467,7 @@ case "${1:-}" in
     build44) build44 ;;
     device44) device44 ;;
     device45) device45 ;;
+    device46) device46 ;;
     device42) device42 ;;
     build41) build41 ;;
     device41a) device41a ;;
