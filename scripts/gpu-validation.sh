@@ -1137,6 +1137,18 @@ device29() {
     tar -C $logs -czf "$OUT/run29-results.tar.gz" .
 }
 
+# The realistic scene with the plugin's `pbr` feature (scene_named), and the shader_hang test binary
+# with its assets, built from $1 into target dir $2 and copied into stage $3.
+stage_scene_and_hang() {
+    local src=$1 target=$2 stage=$3 child
+    (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release) || return 1
+    cp "$target/release/realistic_scene" $stage/scene_named
+    child=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo test --release --test shader_hang --no-run 2>&1 \
+        | grep -o '/[^ ]*/release/deps/shader_hang-[0-9a-f]*' | tail -1)
+    cp "$child" $stage/shader_hang
+    cp -r "$src/tests/assets" $stage/assets
+}
+
 # Build for batches 29 and 30 (issues 35 and 33), from GV_SRC (a `git archive` copy, so edits in
 # progress here do not leak in) with one release target: the realistic scene with and without the
 # plugin's `pbr` feature (`pipeline_names`), the shader_hang test binary and its assets
@@ -1144,17 +1156,12 @@ device29() {
 build30() {
     local src=${GV_SRC:-$ROOT}
     local target=${CARGO_TARGET_DIR:-$src/target}
-    local stage=/tmp/gv-stage30 bench child
+    local stage=/tmp/gv-stage30 bench
     rm -rf $stage /tmp/gv-stage29 && mkdir -p .devrun $stage /tmp/gv-stage29
     (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release \
         --no-default-features) || return 1
     cp "$target/release/realistic_scene" $stage/scene_unnamed
-    (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release) || return 1
-    cp "$target/release/realistic_scene" $stage/scene_named
-    child=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo test --release --test shader_hang --no-run 2>&1 \
-        | grep -o '/[^ ]*/release/deps/shader_hang-[0-9a-f]*' | tail -1)
-    cp "$child" $stage/shader_hang
-    cp -r "$src/tests/assets" $stage/assets
+    stage_scene_and_hang "$src" "$target" $stage || return 1
     (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
     bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench binding_ring 2>&1 \
         | grep -o '/[^ ]*/release/deps/binding_ring-[0-9a-f]*' | tail -1)
@@ -1175,14 +1182,9 @@ build30() {
 build42() {
     local src=${GV_SRC:-$ROOT}
     local target=${CARGO_TARGET_DIR:-$src/target}
-    local stage=/tmp/gv-stage42 child
+    local stage=/tmp/gv-stage42
     rm -rf $stage && mkdir -p .devrun $stage
-    (cd "$src/bench/realistic_scene" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release) || return 1
-    cp "$target/release/realistic_scene" $stage/scene_named
-    child=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo test --release --test shader_hang --no-run 2>&1 \
-        | grep -o '/[^ ]*/release/deps/shader_hang-[0-9a-f]*' | tail -1)
-    cp "$child" $stage/shader_hang
-    cp -r "$src/tests/assets" $stage/assets
+    stage_scene_and_hang "$src" "$target" $stage || return 1
     strip $stage/scene_named $stage/shader_hang
     tar -C $stage -cf - . | xz -T0 -6 > .devrun/b42.tar.xz
     git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b42.commit
@@ -1247,6 +1249,17 @@ build44() {
     build_fold_package 44 "${FOLD44_BASE:?the indexer_fold binary of the base tree}"
 }
 
+# One frame_overhead process pinned to 2 cores (taskset -c 0,1), ours inside one process
+# (--interleave 20), round $1, configuration $2, with the environment assignment $3; its line copied to
+# $OUT/interleave.txt.
+two_core_process() {
+    local r=$1 which=$2
+    env $3 taskset -c 0,1 timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 \
+        --warmup 60 > $logs/il2-$r-$which.out 2> $logs/il2-$r-$which.err
+    echo "2 cores round $r $which rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il2-$r-$which.out)" \
+        | tee -a "$OUT/interleave.txt"
+}
+
 # Batch 44: the indexer_fold bench's 4-frame drain now and before (7 rounds, order swapped); ours
 # inside one process under 1,000 buffers a frame (frame_overhead --interleave 20, 7 processes) on
 # all 16 cores; then pinned to 2 cores (taskset -c 0,1), everything on and the callback-and-ring
@@ -1265,10 +1278,7 @@ device44() {
         if [ $((r % 2)) -eq 1 ]; then order="on nofold"; else order="nofold on"; fi
         for which in $order; do
             env=X44=1; [ $which = nofold ] && env=GPU_CRASH_REPORTER_COST_NO_FOLD=1
-            env $env taskset -c 0,1 timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 \
-                --warmup 60 > $logs/il2-$r-$which.out 2> $logs/il2-$r-$which.err
-            echo "2 cores round $r $which rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il2-$r-$which.out)" \
-                | tee -a "$OUT/interleave.txt"
+            two_core_process $r $which $env
         done
     done
     tar -C $logs -czf "$OUT/run44-results.tar.gz" .
@@ -1321,10 +1331,7 @@ device46() {
             env=X46=1
             [ $which = small ] && env=FRAME_OVERHEAD_SMALL_INDEX=1
             [ $which = nofold ] && env=GPU_CRASH_REPORTER_COST_NO_FOLD=1
-            env $env taskset -c 0,1 timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 \
-                --warmup 60 > $logs/il2-$r-$which.out 2> $logs/il2-$r-$which.err
-            echo "2 cores round $r $which rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il2-$r-$which.out)" \
-                | tee -a "$OUT/interleave.txt"
+            two_core_process $r $which $env
         done
     done
 }
