@@ -75,8 +75,9 @@ impl AddressIndex {
     }
 
     /// Starts loading what folding `record` reads first (its object's bucket, a likely cache and
-    /// TLB miss once the table outgrows the cache, and a new name's bucket in the name table); a hint, no effect on the result. Call it a few
-    /// records before [`Self::apply`] on that record, as [`Self::apply_all`] does.
+    /// TLB miss once the table outgrows the cache, and a new name's bucket in the name table); a
+    /// hint, no effect on the result. Call it a few records before [`Self::apply`] on that record,
+    /// as [`Self::apply_all`] and the indexer do.
     #[inline]
     pub fn prefetch(&self, record: &BindingRecord) {
         if record.handle != 0 {
