@@ -250,6 +250,15 @@ impl BindingRing {
         }
     }
 
+    /// Frees the slot of `position`, which the consumer has read, for the producer a lap on.
+    #[inline(always)]
+    fn release_slot(&self, position: u64) {
+        // Release: the consumer's reads of the record happen before a producer reuses the slot.
+        self.slot_at(position)
+            .sequence
+            .store(position.wrapping_add(self.mask + 1), Ordering::Release);
+    }
+
     #[inline(always)]
     fn slot_at(&self, position: u64) -> &Slot {
         let index = (position & self.mask) as usize;
@@ -295,11 +304,7 @@ impl Consumed<'_> {
     /// Frees the slot of `position` (read) for the producers and moves past it.
     #[inline(always)]
     fn release(&mut self, position: u64) {
-        // Release: our reads of the record happen before a producer reuses the slot a lap on.
-        self.ring
-            .slot_at(position)
-            .sequence
-            .store(position.wrapping_add(self.ring.mask + 1), Ordering::Release);
+        self.ring.release_slot(position);
         self.position = position.wrapping_add(1);
     }
 }
@@ -331,7 +336,7 @@ impl RingConsumer {
         let ring = &*self.ring;
         // Relaxed: only this consumer writes `head`.
         let position = ring.head.0.load(Ordering::Relaxed);
-        let slot = &ring.slots[(position & ring.mask) as usize];
+        let slot = ring.slot_at(position);
         // Acquire: pairs with the producer's Release store, making the record's bytes visible.
         if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
             return None; // empty, or the producer of this position has not finished writing
@@ -341,9 +346,7 @@ impl RingConsumer {
         let mut record = unsafe { (*slot.record.get()).assume_init_read() };
         // Positions are claimed in total order and read in that order: this is the record's place.
         record.sequence = position;
-        // Release: our read of the record happens before a producer reuses the slot one lap later.
-        slot.sequence
-            .store(position.wrapping_add(ring.mask + 1), Ordering::Release);
+        ring.release_slot(position);
         ring.head
             .0
             .store(position.wrapping_add(1), Ordering::Relaxed);

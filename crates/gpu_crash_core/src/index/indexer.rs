@@ -74,14 +74,11 @@ impl IndexerHandle {
                  GPU objects"
             );
         }
-        let consumer = Arc::new(SharedConsumer::new(Consumer {
-            ring: consumer,
-            device: DeviceFilter::default(),
-            claims: claims.clone(),
+        let consumer = Arc::new(SharedConsumer::new(Consumer::new(
+            consumer,
+            claims.clone(),
             no_fold,
-            deferred: Vec::with_capacity(BATCH),
-            refold: Vec::with_capacity(BATCH),
-        }));
+        )));
         let stop = Arc::new(AtomicBool::new(false));
         let lower = std::env::var_os(COST_NORMAL_PRIORITY_VAR).is_none_or(|v| v.is_empty());
         let spawn = |name: &str, lower: bool, drainer: Drainer, wait: fn()| {
@@ -278,6 +275,20 @@ struct Consumer {
     /// Where the deferred records are folded from (swapped with `deferred`, so a record deferred
     /// again lands in an allocation of the same size): a drain allocates nothing.
     refold: Vec<BindingRecord>,
+}
+
+impl Consumer {
+    /// The consumer of `ring`, its index on no device yet, with its batches allocated.
+    fn new(ring: RingConsumer, claims: Arc<Mutex<DeviceClaims>>, no_fold: bool) -> Self {
+        Self {
+            ring,
+            device: DeviceFilter::default(),
+            claims,
+            no_fold,
+            deferred: Vec::with_capacity(BATCH),
+            refold: Vec::with_capacity(BATCH),
+        }
+    }
 }
 
 /// Device generation tags (`generation_tag`) with a claim on the index: holds and pins are
@@ -492,14 +503,8 @@ mod tests {
     /// Ring, consumer and index as `IndexerHandle::spawn` wires them, without its threads.
     fn parts(ring_capacity: usize) -> (Arc<BindingRing>, SharedConsumer, SharedIndex) {
         let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
-        let shared = SharedConsumer::new(Consumer {
-            ring: consumer,
-            device: DeviceFilter::default(),
-            claims: Arc::new(Mutex::new(DeviceClaims::default())),
-            no_fold: false,
-            deferred: Vec::with_capacity(BATCH),
-            refold: Vec::with_capacity(BATCH),
-        });
+        let claims = Arc::new(Mutex::new(DeviceClaims::default()));
+        let shared = SharedConsumer::new(Consumer::new(consumer, claims, false));
         let index = Arc::new(Mutex::new(AddressIndex::new(IndexSettings::default())));
         (ring, shared, index)
     }

@@ -339,12 +339,7 @@ impl NameArena {
     /// The recent-names cache's entry for `bytes` and its id, if it holds them.
     #[inline(always)]
     fn recent_entry(&self, bytes: &[u8]) -> Option<(usize, NameId)> {
-        let key = RecentName::of(bytes, NO_NAME);
-        let entry = recent_slot(&key);
-        let cached = self.recent[entry];
-        if !cached.same_ends(&key) {
-            return None;
-        }
+        let (entry, cached) = self.recent_same_ends(bytes)?;
         if bytes.len() > 16 {
             // The bytes between the first and last 8, from the arena.
             let start = self.slots[cached.id as usize].offset as usize + HEADER;
@@ -357,6 +352,16 @@ impl NameArena {
         Some((entry, cached.id))
     }
 
+    /// The recent-names cache's entry for `bytes` and what it holds, if that has the same length
+    /// and first and last 8 bytes (the whole name up to 16 bytes; see [`RecentName`]).
+    #[inline(always)]
+    fn recent_same_ends(&self, bytes: &[u8]) -> Option<(usize, RecentName)> {
+        let key = RecentName::of(bytes, NO_NAME);
+        let entry = recent_slot(&key);
+        let cached = self.recent[entry];
+        cached.same_ends(&key).then_some((entry, cached))
+    }
+
     /// Starts loading the table bucket that interning `bytes` probes first, unless the recent-names
     /// cache holds them (no probe then). Called a few records ahead: the table (512 KiB at the
     /// default budget) is mostly out of cache, and a new per-object label's first probe waiting on
@@ -367,8 +372,7 @@ impl NameArena {
             return;
         }
         // The ends decide almost every hit (see `RecentName`); a false hit only skips a hint.
-        let key = RecentName::of(bytes, NO_NAME);
-        if self.recent[recent_slot(&key)].same_ends(&key) {
+        if self.recent_same_ends(bytes).is_some() {
             return;
         }
         let home = self.home(hash_name(&bytes[..bytes.len().min(MAX_NAME_LEN)]));
@@ -623,10 +627,6 @@ mod tests {
         assert_eq!(names.in_use(), 8);
     }
 
-    /// A label that comes back now and then (a per-object name found again in the table) must not
-    /// push a kind name in constant use out of the recent-names cache: each such eviction sent the
-    /// kind name's next event to hash and probe the table (12 probes a frame of the `indexer_fold`
-    /// bench's churn, BENCHMARKS.md).
     /// The recent-names cache entry `name` goes to.
     fn slot_of(name: &str) -> usize {
         recent_slot(&RecentName::of(name.as_bytes(), NO_NAME))
@@ -657,6 +657,10 @@ mod tests {
         assert_eq!(names.recent(b"vertex"), None);
     }
 
+    /// A label that comes back now and then (a per-object name found again in the table) must not
+    /// push a kind name in constant use out of the recent-names cache: each such eviction sent the
+    /// kind name's next event to hash and probe the table (12 probes a frame of the `indexer_fold`
+    /// bench's churn, BENCHMARKS.md).
     #[test]
     fn a_returning_label_does_not_push_out_a_name_in_constant_use() {
         let mut names = NameArena::new(1 << 16);

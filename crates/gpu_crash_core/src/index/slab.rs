@@ -257,7 +257,7 @@ impl ObjectTable {
     /// Starts loading the home bucket of `(object_type, handle)` (see [`prefetch`]).
     #[inline]
     pub(crate) fn prefetch(&self, object_type: i32, handle: u64) {
-        let tag = (object_hash(object_type, handle) >> 32) as u32;
+        let tag = Self::tag(object_type, handle);
         prefetch(self.buckets.as_ptr().wrapping_add(self.home_of_tag(tag)));
     }
 
