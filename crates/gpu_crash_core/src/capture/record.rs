@@ -47,6 +47,30 @@ pub struct BindingRecord {
     name: [u8; NAME_CAPACITY],
 }
 
+/// A binding event as the messenger callback decodes it: a record's fields, with the name borrowed
+/// from the driver's message. The callback writes it into a ring slot in place
+/// ([`BindingRecord::overwrite`]), so the game's thread copies the name's own bytes once and no
+/// record at all.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodedEvent<'a> {
+    /// Bind or unbind.
+    pub kind: BindingKind,
+    /// `pObjects[0]`'s type (`UNKNOWN` when the driver gave no object).
+    pub object_type: vk::ObjectType,
+    /// `pObjects[0]`'s handle (0 when none).
+    pub handle: u64,
+    /// First GPU virtual address of the range.
+    pub base: u64,
+    /// Length of the range in bytes.
+    pub size: u64,
+    /// `VK_DEVICE_ADDRESS_BINDING_INTERNAL_OBJECT_BIT_EXT`.
+    pub internal: bool,
+    /// The object's name, at most [`NAME_CAPACITY`] bytes (empty when none).
+    pub name: &'a [u8],
+    /// The driver's name went on beyond [`NAME_CAPACITY`] bytes.
+    pub name_truncated: bool,
+}
+
 /// The tag a record carries for device generation `generation` (1, 2, ...): never 0 (untagged), so
 /// it wraps 255 -> 1. Generations compare by wrapping distance (see the indexer).
 pub fn generation_tag(generation: u32) -> u8 {
@@ -57,6 +81,41 @@ const FLAG_INTERNAL_OBJECT: u8 = 1;
 const FLAG_NAME_TRUNCATED: u8 = 2;
 
 impl BindingRecord {
+    /// A record of nothing: what a ring slot holds before its first event.
+    pub const EMPTY: Self = Self::new(BindingKind::Bind, vk::ObjectType::UNKNOWN, 0, 0, 0);
+
+    /// Makes this record `event`'s, in place: every field, and the name's first `event.name.len()`
+    /// bytes; the name bytes after those keep what they held (nothing reads past the name's
+    /// length), so a ring slot is written with the name's own bytes, not its whole capacity.
+    #[inline(always)]
+    pub(crate) fn overwrite(
+        &mut self,
+        event: &DecodedEvent<'_>,
+        frame: u64,
+        device_generation: u8,
+    ) {
+        let len = event.name.len().min(NAME_CAPACITY);
+        self.base = event.base;
+        self.size = event.size;
+        self.handle = event.handle;
+        self.frame = frame;
+        self.sequence = 0;
+        self.object_type = event.object_type.as_raw();
+        self.kind = event.kind;
+        self.flags = if event.internal {
+            FLAG_INTERNAL_OBJECT
+        } else {
+            0
+        } | if event.name_truncated || event.name.len() > NAME_CAPACITY {
+            FLAG_NAME_TRUNCATED
+        } else {
+            0
+        };
+        self.name_len = len as u8;
+        self.device_generation = device_generation;
+        self.name[..len].copy_from_slice(&event.name[..len]);
+    }
+
     /// A record with no name.
     pub const fn new(
         kind: BindingKind,

@@ -12,7 +12,6 @@
 //! (BENCHMARKS.md compares the two).
 
 use std::cell::UnsafeCell;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
@@ -26,7 +25,9 @@ struct Slot {
     /// `== position`: free for the producer that claims `position`.
     /// `== position + 1`: holds the record written at `position`, ready for the consumer.
     sequence: AtomicU64,
-    record: UnsafeCell<MaybeUninit<BindingRecord>>,
+    /// Always a whole record (`BindingRecord::EMPTY` before the first lap), so a producer may
+    /// overwrite it in place, field by field ([`BindingRing::push_with`]).
+    record: UnsafeCell<BindingRecord>,
 }
 
 /// How many positions ahead of the one it wrote a producer asks the cache for, and a consumer ahead
@@ -129,7 +130,7 @@ impl BindingRing {
         let slots = (0..capacity)
             .map(|position| Slot {
                 sequence: AtomicU64::new(position as u64),
-                record: UnsafeCell::new(MaybeUninit::uninit()),
+                record: UnsafeCell::new(BindingRecord::EMPTY),
             })
             .collect();
         let ring = Arc::new(BindingRing {
@@ -199,14 +200,40 @@ impl BindingRing {
     /// panic-free: safe to call from the messenger callback on any driver thread.
     #[inline]
     pub fn push(&self, record: BindingRecord) -> Result<(), RingFull> {
+        self.push_with(|slot| *slot = record)
+    }
+
+    /// Claims the next position and lets `fill` write its record in place (the previous lap's
+    /// record is there: `fill` must set every field a reader uses, as [`BindingRecord::overwrite`]
+    /// does), or counts a drop when the ring is full. What the messenger callback calls: writing
+    /// in place spares the driver's thread building a 120-byte record and copying it. Lock-free,
+    /// allocation-free; panic-free when `fill` is.
+    #[inline]
+    pub(crate) fn push_with(&self, fill: impl FnOnce(&mut BindingRecord)) -> Result<(), RingFull> {
+        let (position, slot) = self.claim()?;
+        // SAFETY: winning the position makes this producer the only writer of this slot until it
+        // bumps the sequence; the consumer will not read it before that. The slot always holds a
+        // whole record, so a `&mut` to it is valid.
+        fill(unsafe { &mut *slot.record.get() });
+        // Release: makes the record visible to the consumer's Acquire load.
+        slot.sequence
+            .store(position.wrapping_add(1), Ordering::Release);
+        prefetch_slot(self.slot_at(position.wrapping_add(PREFETCH_POSITIONS_AHEAD)));
+        self.maybe_wake_consumer(position);
+        Ok(())
+    }
+
+    /// Claims the next free position for this producer, or counts a drop when the ring is full.
+    #[inline(always)]
+    fn claim(&self) -> Result<(u64, &Slot), RingFull> {
         // Relaxed: the position is only a starting guess; the slot's sequence (Acquire below) is what
         // decides whether we may write.
         let mut position = self.tail.0.load(Ordering::Relaxed);
         let mut backoff = Backoff::default();
         loop {
-            let slot = &self.slots[(position & self.mask) as usize];
-            // Acquire: pairs with the consumer's Release in `pop`, so once we see the slot free the
-            // consumer has finished reading the previous record in it.
+            let slot = self.slot_at(position);
+            // Acquire: pairs with the consumer's Release in `release_slot`, so once we see the slot
+            // free the consumer has finished reading the previous record in it.
             let sequence = slot.sequence.load(Ordering::Acquire);
             let lag = sequence.wrapping_sub(position) as i64;
             if lag == 0 {
@@ -218,19 +245,7 @@ impl BindingRing {
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        // SAFETY: winning the CAS makes this producer the only writer of this slot
-                        // until it bumps the sequence; the consumer will not read before that.
-                        unsafe { (*slot.record.get()).write(record) };
-                        // Release: makes the record visible to the consumer's Acquire load.
-                        slot.sequence
-                            .store(position.wrapping_add(1), Ordering::Release);
-                        prefetch_slot(
-                            self.slot_at(position.wrapping_add(PREFETCH_POSITIONS_AHEAD)),
-                        );
-                        self.maybe_wake_consumer(position);
-                        return Ok(());
-                    }
+                    Ok(_) => return Ok((position, slot)),
                     Err(current) => {
                         // Lost the race: back off before retrying, so two producers stop
                         // bouncing the `tail` cache line (the two-producer rows of BENCHMARKS.md).
@@ -343,7 +358,7 @@ impl RingConsumer {
         }
         // SAFETY: the sequence says the producer finished writing this slot and no producer may
         // touch it again until we release it below.
-        let mut record = unsafe { (*slot.record.get()).assume_init_read() };
+        let mut record = unsafe { *slot.record.get() };
         // Positions are claimed in total order and read in that order: this is the record's place.
         record.sequence = position;
         ring.release_slot(position);
@@ -388,7 +403,7 @@ impl RingConsumer {
             }
             // SAFETY: the sequence says the producer finished writing this slot and no producer
             // may touch it again until we release it below; this consumer is the only reader.
-            let record = unsafe { (*slot.record.get()).assume_init_mut() };
+            let record = unsafe { &mut *slot.record.get() };
             // Positions are claimed in total order and read in that order: this is its place.
             record.sequence = position;
             let later_position = position.wrapping_add(ahead);
@@ -399,7 +414,7 @@ impl RingConsumer {
                 && later.sequence.load(Ordering::Acquire) == later_position.wrapping_add(1))
             // SAFETY: as for `record`; only read, and released (a position later) after this
             // shared reference has ended.
-            .then(|| unsafe { (*later.record.get()).assume_init_ref() });
+            .then(|| unsafe { &*later.record.get() });
             done.in_hand = true;
             let go_on = visit(record, later);
             done.in_hand = false;
