@@ -1344,6 +1344,67 @@ device45() {
     tar -C $logs -czf "$OUT/run45-results.tar.gz" .
 }
 
+# Batch 47 (issue 35): frame_overhead and the binding_ring bench of this tree (the callback writing
+# its event into the ring slot in place) and of a base tree (BASE47: a folder holding that tree's
+# builds as frame_base and ring_base), packed into .devrun/b47.tar.xz.
+build47() {
+    local base=${BASE47:?a folder with frame_base and ring_base of the base tree}
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    local stage=/tmp/gv-stage47 bench
+    rm -rf $stage && mkdir -p .devrun $stage
+    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
+    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench binding_ring 2>&1 \
+        | grep -o '/[^ ]*/release/deps/binding_ring-[0-9a-f]*' | tail -1)
+    cp "$target/release/examples/frame_overhead" $stage/frame_now
+    cp "$bench" $stage/ring_now
+    cp "$base/frame_base" "$base/ring_base" $stage/
+    strip $stage/*
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b47.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b47.commit
+    ls -la .devrun/b47.*
+}
+
+# Batch 47: the callback's push alone (binding_ring's this_crate/1, base and now, 7 rounds, the order
+# swapped each round), then ours inside one process pinned to 2 cores (taskset -c 0,1,
+# frame_overhead --interleave 20): the tree before and this one, everything on, and this one with
+# no fold (GPU_CRASH_REPORTER_COST_NO_FOLD), 7 rounds, the order rotated; then this one on all 16
+# cores, 7 processes. Lines to $OUT as they come.
+device47() {
+    unpack_batch 47
+    local r b order which env
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="ring_base ring_now"; else order="ring_now ring_base"; fi
+        for b in $order; do
+            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
+                'this_crate/1$' > $logs/ring-$r-$b.out 2> $logs/ring-$r-$b.err)
+            echo "ring round $r $b rc=$? $(grep -m1 'time:' $logs/ring-$r-$b.out | sed 's/  */ /g')" \
+                | tee -a "$OUT/ring.txt"
+        done
+    done
+    for r in $(seq 1 7); do
+        case $((r % 3)) in
+            1) order="base-on now-on now-nofold" ;;
+            2) order="now-on now-nofold base-on" ;;
+            *) order="now-nofold base-on now-on" ;;
+        esac
+        for which in $order; do
+            env=X47=1
+            case $which in *nofold) env=GPU_CRASH_REPORTER_COST_NO_FOLD=1 ;; esac
+            ln -sf frame_${which%-*} $bin/frame_overhead
+            two_core_process $r $which $env
+        done
+    done
+    ln -sf frame_now $bin/frame_overhead
+    for r in $(seq 1 7); do
+        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
+            > $logs/il16-$r.out 2> $logs/il16-$r.err
+        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
+            | tee -a "$OUT/interleave.txt"
+    done
+    tar -C $logs -czf "$OUT/run47-results.tar.gz" .
+}
+
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
@@ -1475,6 +1536,8 @@ case "${1:-}" in
     device44) device44 ;;
     device45) device45 ;;
     device46) device46 ;;
+    build47) build47 ;;
+    device47) device47 ;;
     device42) device42 ;;
     build41) build41 ;;
     device41a) device41a ;;
