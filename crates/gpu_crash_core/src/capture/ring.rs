@@ -7,9 +7,10 @@
 //! The single consumer is the [`RingConsumer`], unique by construction.
 //!
 //! A record's place in the total order ([`BindingRecord::sequence`]) is the position its producer
-//! claimed, and the consumer reads positions in order: so the consumer stamps it on pop, and a
-//! producer copies its record into the slot untouched, as crossbeam's `ArrayQueue` copies its value
-//! (BENCHMARKS.md compares the two).
+//! claimed, and the consumer reads positions in order: so the consumer stamps it on pop. The
+//! messenger callback writes its event into the claimed slot in place ([`BindingRing::push_with`]:
+//! the fields and the name's own bytes, no record built and copied); [`BindingRing::push`] copies a
+//! whole record, as crossbeam's `ArrayQueue` copies its value (BENCHMARKS.md compares the two).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
