@@ -32,7 +32,9 @@
 //! ring's size, 4 MiB at the default, cost the thread that creates buffers its cache?).
 //! `FRAME_OVERHEAD_SMALL_INDEX=1` sizes the index's tables at a sixteenth of the defaults (16,384
 //! live, 4,096 freed, 512 recent events): does the fold's share of a 2-core frame come from its
-//! tables taking the game's cache?
+//! tables taking the game's cache? `FRAME_OVERHEAD_SMALL_INDEX=live` shrinks only the live tables
+//! (16,384 live: the object table 256 KiB instead of 4 MiB), so the freed ring keeps the teardown
+//! hold's threshold of the defaults.
 //!
 //! `--interleave <block>`: one process, everything on, our capture switched to the floor and back
 //! every `block` frames (`GPU_CRASH_REPORTER_COST_INTERLEAVE`): ours as the ratio of the two states'
@@ -159,17 +161,24 @@ fn main() -> AppExit {
         // A control for where the fold's share of a 2-core frame goes (BENCHMARKS.md, issue 35):
         // the index's tables a sixteenth of their default size (the freed ring 0.35 instead of 5.6
         // MiB), so they compete less with the game's data for the caches.
-        let small_index = std::env::var_os("FRAME_OVERHEAD_SMALL_INDEX").is_some();
+        let small_index = std::env::var("FRAME_OVERHEAD_SMALL_INDEX").ok();
         let defaults = GpuCrashReporterPlugin::default();
-        let (max_live_bindings, max_freed_bindings, max_recent_events) = if small_index {
-            (16_384, 4_096, 512)
-        } else {
-            (
-                defaults.max_live_bindings,
-                defaults.max_freed_bindings,
-                defaults.max_recent_events,
-            )
-        };
+        let (max_live_bindings, max_freed_bindings, max_recent_events) =
+            if small_index.as_deref() == Some("live") {
+                (
+                    16_384,
+                    defaults.max_freed_bindings,
+                    defaults.max_recent_events,
+                )
+            } else if small_index.is_some() {
+                (16_384, 4_096, 512)
+            } else {
+                (
+                    defaults.max_live_bindings,
+                    defaults.max_freed_bindings,
+                    defaults.max_recent_events,
+                )
+            };
         app.add_plugins(GpuCrashReporterPlugin {
             max_live_bindings,
             max_freed_bindings,
