@@ -1345,7 +1345,7 @@ device45() {
 }
 
 # Batch 47 (issue 35): frame_overhead and the binding_ring bench of this tree (the callback writing
-# its event into the ring slot in place) and of a base tree (BASE47: a folder holding that tree's
+# its event into the ring slot in place, the object table sized to its objects) and of a base tree (BASE47: a folder holding that tree's
 # builds as frame_base and ring_base), packed into .devrun/b47.tar.xz.
 build47() {
     local base=${BASE47:?a folder with frame_base and ring_base of the base tree}
@@ -1368,8 +1368,9 @@ build47() {
 # Batch 47: the callback's push alone (binding_ring's this_crate/1, base and now, 7 rounds, the order
 # swapped each round), then ours inside one process pinned to 2 cores (taskset -c 0,1,
 # frame_overhead --interleave 20): the tree before and this one, everything on, and this one with
-# no fold (GPU_CRASH_REPORTER_COST_NO_FOLD), 7 rounds, the order rotated; then this one on all 16
-# cores, 7 processes. Lines to $OUT as they come.
+# no fold (GPU_CRASH_REPORTER_COST_NO_FOLD), 7 rounds, the order rotated; the indexer threads' CPU
+# a frame (frame_overhead --configs 1) of both on 2 cores, 3 rounds; then this one on all 16 cores,
+# 7 processes. Lines to $OUT as they come.
 device47() {
     unpack_batch 47
     local r b order which env
@@ -1393,6 +1394,14 @@ device47() {
             case $which in *nofold) env=GPU_CRASH_REPORTER_COST_NO_FOLD=1 ;; esac
             ln -sf frame_${which%-*} $bin/frame_overhead
             two_core_process $r $which $env
+        done
+    done
+    for r in $(seq 1 3); do
+        for b in frame_base frame_now; do
+            taskset -c 0,1 timeout -s KILL 60 $bin/$b --configs 1 --frames 600 --warmup 60 \
+                > $logs/threads-$r-$b.out 2> $logs/threads-$r-$b.err
+            echo "2 cores threads round $r $b rc=$? $(grep -o 'frame_overhead plugin=1.*' $logs/threads-$r-$b.out)" \
+                | tee -a "$OUT/threads.txt"
         done
     done
     ln -sf frame_now $bin/frame_overhead
