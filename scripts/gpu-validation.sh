@@ -1344,11 +1344,12 @@ device45() {
     tar -C $logs -czf "$OUT/run45-results.tar.gz" .
 }
 
-# Batch 47 (issue 35): frame_overhead and the binding_ring bench of this tree (the callback writing
-# its event into the ring slot in place, the object table sized to its objects) and of a base tree (BASE47: a folder holding that tree's
-# builds as frame_base and ring_base), packed into .devrun/b47.tar.xz.
+# Batch 47 (issue 35): frame_overhead and the binding_ring and indexer_fold benches of this tree
+# (the callback writing its event into the ring slot in place, the object table sized to its
+# objects) and of a base tree (BASE47: a folder holding them as frame_base, ring_base and
+# fold_base), packed into .devrun/b47.tar.xz.
 build47() {
-    local base=${BASE47:?a folder with frame_base and ring_base of the base tree}
+    local base=${BASE47:?a folder with frame_base, ring_base and fold_base of the base tree}
     local src=${GV_SRC:-$ROOT}
     local target=${CARGO_TARGET_DIR:-$src/target}
     local stage=/tmp/gv-stage47 bench
@@ -1358,15 +1359,18 @@ build47() {
         | grep -o '/[^ ]*/release/deps/binding_ring-[0-9a-f]*' | tail -1)
     cp "$target/release/examples/frame_overhead" $stage/frame_now
     cp "$bench" $stage/ring_now
-    cp "$base/frame_base" "$base/ring_base" $stage/
+    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
+        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
+    cp "$bench" $stage/fold_now
+    cp "$base/frame_base" "$base/ring_base" "$base/fold_base" $stage/
     strip $stage/*
     tar -C $stage -cf - . | xz -T0 -6 > .devrun/b47.tar.xz
     git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b47.commit
     ls -la .devrun/b47.*
 }
 
-# Batch 47: the callback's push alone (binding_ring's this_crate/1, base and now, 7 rounds, the order
-# swapped each round), then ours inside one process pinned to 2 cores (taskset -c 0,1,
+# Batch 47: the fold's 4-frame drain (indexer_fold, base and now, 7 rounds, the order swapped each
+# round), the callback's push alone (binding_ring's this_crate/1, likewise), then ours inside one process pinned to 2 cores (taskset -c 0,1,
 # frame_overhead --interleave 20): the tree before and this one, everything on, and this one with
 # no fold (GPU_CRASH_REPORTER_COST_NO_FOLD), 7 rounds, the order rotated; the indexer threads' CPU
 # a frame (frame_overhead --configs 1) of both on 2 cores, 3 rounds; then this one on all 16 cores,
@@ -1374,6 +1378,7 @@ build47() {
 device47() {
     unpack_batch 47
     local r b order which env
+    fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
     for r in $(seq 1 7); do
         if [ $((r % 2)) -eq 1 ]; then order="ring_base ring_now"; else order="ring_now ring_base"; fi
         for b in $order; do
@@ -1412,6 +1417,15 @@ device47() {
             | tee -a "$OUT/interleave.txt"
     done
     tar -C $logs -czf "$OUT/run47-results.tar.gz" .
+}
+
+# Batch 47b: the scaling rows of this tree (ours inside one process at 100 and 10,000 buffers a frame,
+# 5 processes each), on batch 47's package.
+device47b() {
+    unpack_batch 47
+    ln -sf frame_now $bin/frame_overhead
+    churn_rows
+    tar -C $logs -czf "$OUT/run47b-results.tar.gz" .
 }
 
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
@@ -1547,6 +1561,7 @@ case "${1:-}" in
     device46) device46 ;;
     build47) build47 ;;
     device47) device47 ;;
+    device47b) device47b ;;
     device42) device42 ;;
     build41) build41 ;;
     device41a) device41a ;;
