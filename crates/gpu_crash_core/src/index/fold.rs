@@ -220,22 +220,6 @@ impl AddressIndex {
             self.stats.live_overflow += 1;
             return;
         }
-        // A new object needs a bucket: the table may double first, which moves the empty one.
-        let found = match found {
-            Err(bucket) if handle != 0 => {
-                match self
-                    .objects
-                    .make_room(&self.slab, bucket, tag, object_type, handle)
-                {
-                    Some(bucket) => Err(bucket),
-                    None => {
-                        self.stats.live_overflow += 1;
-                        return;
-                    }
-                }
-            }
-            found => found,
-        };
         self.names.acquire(name);
         let id = self.slab.insert(LiveEntry::new(record, base, size, name));
         if handle != 0 {

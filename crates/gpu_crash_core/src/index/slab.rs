@@ -7,11 +7,7 @@
 //!   `INTERNAL_OBJECT`, the ones an unbind may name by a handle they were not bound under.
 //!
 //! Both use linear probing with backward-shift deletion (no tombstones, so a frame's churn never
-//! lengthens probe runs) and are sized to at most half full at `max_live_bindings`. The object
-//! table, which every event probes, uses only as much of its allocation as its objects need
-//! (doubling at an eighth full): a game with a few thousand live objects probes 128 KiB, not the
-//! 4 MiB allocated for the default 262,144 live bindings, whose random pages cost the fold a TLB
-//! and cache miss an event in a running game (BENCHMARKS.md, issue 35).
+//! lengthens probe runs) and are sized to at most half full at `max_live_bindings`.
 
 use super::names::{NameId, NO_NAME};
 use crate::prefetch::prefetch;
@@ -228,114 +224,25 @@ fn buckets_for(entries: usize) -> usize {
     (entries.min(MAX_ENTRIES) * 2).next_power_of_two().max(16)
 }
 
-/// Buckets the object table starts with (32 KiB): doubled while objects fill an eighth of them.
-const FIRST_OBJECT_BUCKETS_LOG2: u32 = 12;
-
 /// Object (type, handle) -> first live entry. A bucket is `(hash >> 32) << 32 | (id + 1)`, 0 when
-/// empty: the hash's top 32 bits reject most non-matching buckets without reading the slab, give
-/// the home bucket for backward-shift deletion, and the home in a table twice the size. The table
-/// in use is the first `1 << bits` buckets of an allocation sized for `max_live_bindings` (zeroed
-/// pages, untouched until used).
+/// empty: the hash's top 32 bits reject most non-matching buckets without reading the slab, and
+/// give the home bucket for backward-shift deletion.
 pub(crate) struct ObjectTable {
     buckets: Vec<u64>,
     bits: u32,
-    /// `(1 << bits) - 1`, kept beside `bits`: every probe wraps with it.
-    mask: usize,
-    /// Objects in the table (non-empty buckets).
-    len: usize,
 }
 
 impl ObjectTable {
     pub(crate) fn new(max_entries: usize) -> Self {
         let n = buckets_for(max_entries);
-        let bits = n.trailing_zeros().min(FIRST_OBJECT_BUCKETS_LOG2);
         Self {
             buckets: vec![0; n],
-            bits,
-            mask: (1 << bits) - 1,
-            len: 0,
+            bits: n.trailing_zeros(),
         }
     }
 
-    /// Empties the table and goes back to its first size.
     pub(crate) fn clear(&mut self) {
-        let used = self.size();
-        self.buckets[..used].fill(0);
-        self.set_bits(
-            self.buckets
-                .len()
-                .trailing_zeros()
-                .min(FIRST_OBJECT_BUCKETS_LOG2),
-        );
-        self.len = 0;
-    }
-
-    fn set_bits(&mut self, bits: u32) {
-        self.bits = bits;
-        self.mask = (1 << bits) - 1;
-    }
-
-    /// Buckets in use.
-    #[inline]
-    pub(crate) fn size(&self) -> usize {
-        self.mask + 1
-    }
-
-    /// Objects in the table.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Makes room for one more object, whose empty bucket a lookup of `tag` gave as `bucket`:
-    /// doubles the table first when that object would fill more than an eighth of it. Returns the
-    /// object's empty bucket (moved if the table grew), or `None` when there is no room: the table
-    /// has its whole allocation and is three quarters full (more objects than `max_live_bindings`
-    /// can hold live entries, never reached through the slab's limit), or its copy for the doubling
-    /// could not be allocated.
-    pub(crate) fn make_room(
-        &mut self,
-        slab: &Slab,
-        bucket: usize,
-        tag: u32,
-        object_type: i32,
-        handle: u64,
-    ) -> Option<usize> {
-        // An eighth full at most while the allocation has room to double: probe runs of about one
-        // bucket (the allocation itself is sized for half full at `max_live_bindings`).
-        if (self.len + 1) * 8 <= self.size() {
-            return Some(bucket);
-        }
-        if self.size() < self.buckets.len() && self.double() {
-            return self.find_tagged(slab, tag, object_type, handle).err();
-        }
-        ((self.len + 1) * 4 <= self.size() * 3).then_some(bucket)
-    }
-
-    /// Doubles the table within its allocation, each object moved to its home in the larger table
-    /// (its tag has the bit that decides). The old buckets are copied out first (a transient
-    /// allocation of half the new size, a few times in a session); false if that copy could not
-    /// be allocated, the table unchanged.
-    #[cold]
-    fn double(&mut self) -> bool {
-        let old_size = self.size();
-        let mut old = Vec::new();
-        if old.try_reserve_exact(old_size).is_err() {
-            return false;
-        }
-        old.extend_from_slice(&self.buckets[..old_size]);
-        self.set_bits(self.bits + 1);
-        let mask = self.mask;
-        self.buckets[..old_size].fill(0);
-        // The upper half was never used since the last `clear`, which empties all it used.
-        debug_assert!(self.buckets[old_size..=mask].iter().all(|&b| b == 0));
-        for b in old.into_iter().filter(|&b| b != 0) {
-            let mut bucket = self.home_of_tag((b >> 32) as u32);
-            while self.buckets[bucket] != 0 {
-                bucket = (bucket + 1) & mask;
-            }
-            self.buckets[bucket] = b;
-        }
-        true
+        self.buckets.fill(0);
     }
 
     pub(crate) fn memory(&self) -> usize {
@@ -376,7 +283,7 @@ impl ObjectTable {
         object_type: i32,
         handle: u64,
     ) -> Result<usize, usize> {
-        let mask = self.mask;
+        let mask = self.buckets.len() - 1;
         let mut bucket = self.home_of_tag(tag);
         loop {
             let b = self.buckets[bucket];
@@ -408,14 +315,12 @@ impl ObjectTable {
     /// [`Self::set`] for an object whose [`Self::tag`] is `tag`.
     #[inline]
     pub(crate) fn set_tagged(&mut self, bucket: usize, tag: u32, id: u32) {
-        self.len += usize::from(self.buckets[bucket] == 0);
         self.buckets[bucket] = (u64::from(tag) << 32) | (id as u64 + 1);
     }
 
     /// Empties `bucket`, shifting later members of its probe run back.
     pub(crate) fn remove(&mut self, mut hole: usize) {
-        self.len -= 1;
-        let mask = self.mask;
+        let mask = self.buckets.len() - 1;
         let mut next = (hole + 1) & mask;
         loop {
             let b = self.buckets[next];

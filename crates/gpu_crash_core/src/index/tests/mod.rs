@@ -276,58 +276,6 @@ fn reset_empties_everything_and_keeps_capacity_and_settings() {
     assert_eq!(live_handles(&index, 0x7000), vec![7]);
 }
 
-/// The object table uses as much of its allocation as its objects need: it starts at 4,096 buckets,
-/// doubles at an eighth full with every object still found, and after a reset starts small again
-/// without the larger table's old buckets coming back.
-#[test]
-fn the_object_table_grows_with_its_objects_and_starts_small_after_a_reset() {
-    let mut index = AddressIndex::default();
-    let now = Instant::now();
-    assert_eq!(index.objects.size(), 4096);
-    for h in 1..=20_000u64 {
-        index.apply(
-            &bind(BUFFER, h, h << 16, 0x1000).with_name(&format!("chunk_{h}")),
-            now,
-        );
-    }
-    assert_eq!(
-        index.objects.size(),
-        262_144,
-        "20,000 objects, at most an eighth full"
-    );
-    assert_eq!(index.objects.len(), 20_000);
-    for h in 1..=20_000u64 {
-        let name = format!("chunk_{h}");
-        assert_eq!(
-            index.name_of(ObjectKey::new(BUFFER, h)),
-            Some(name.as_str())
-        );
-    }
-    for h in (1..=20_000u64).step_by(2) {
-        index.apply(&unbind(BUFFER, h, h << 16, 0x1000), now);
-    }
-    assert_eq!(index.objects.len(), 10_000);
-    assert_eq!(live_handles(&index, (3 << 16) + 8), Vec::<u64>::new());
-    assert_eq!(live_handles(&index, (4 << 16) + 8), vec![4]);
-
-    index.reset();
-    assert_eq!(index.objects.size(), 4096);
-    for h in 100_001..=110_000u64 {
-        index.apply(&bind(BUFFER, h, h << 16, 0x1000).with_name("after"), now);
-    }
-    assert_eq!(index.objects.size(), 131_072);
-    assert_eq!(index.objects.len(), 10_000);
-    for h in (2..=20_000u64).step_by(2) {
-        assert!(
-            index.name_of(ObjectKey::new(BUFFER, h)).is_none(),
-            "object {h} from before the reset"
-        );
-    }
-    for h in 100_001..=110_000u64 {
-        assert_eq!(index.name_of(ObjectKey::new(BUFFER, h)), Some("after"));
-    }
-}
-
 /// The index's own accounting against the settings: everything is allocated at creation, within
 /// 80 bytes per live range allowed (the 56-byte slab entry plus two half-empty tables; nothing for
 /// the unbind hold, whose list exists only while it holds), 96 per freed range, 80 per recent event
