@@ -1373,8 +1373,7 @@ build47() {
 # round), the callback's push alone (binding_ring's this_crate/1, likewise), then ours inside one process pinned to 2 cores (taskset -c 0,1,
 # frame_overhead --interleave 20): the tree before and this one, everything on, and this one with
 # no fold (GPU_CRASH_REPORTER_COST_NO_FOLD), 7 rounds, the order rotated; the indexer threads' CPU
-# a frame (frame_overhead --configs 1) of both on 2 cores, 3 rounds; then this one on all 16 cores,
-# 7 processes. Lines to $OUT as they come.
+# a frame (frame_overhead --configs 1) of both on 2 cores, 3 rounds. Lines to $OUT as they come.
 device47() {
     unpack_batch 47
     local r b order which env
@@ -1408,13 +1407,6 @@ device47() {
             echo "2 cores threads round $r $b rc=$? $(grep -o 'frame_overhead plugin=1.*' $logs/threads-$r-$b.out)" \
                 | tee -a "$OUT/threads.txt"
         done
-    done
-    ln -sf frame_now $bin/frame_overhead
-    for r in $(seq 1 7); do
-        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
-            > $logs/il16-$r.out 2> $logs/il16-$r.err
-        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
-            | tee -a "$OUT/interleave.txt"
     done
     tar -C $logs -czf "$OUT/run47-results.tar.gz" .
 }
