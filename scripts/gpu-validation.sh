@@ -1411,11 +1411,18 @@ device47() {
     tar -C $logs -czf "$OUT/run47-results.tar.gz" .
 }
 
-# Batch 47b: the scaling rows of this tree (ours inside one process at 100 and 10,000 buffers a frame,
-# 5 processes each), on batch 47's package.
+# Batch 47b: this tree on all 16 cores: ours inside one process at 1,000 buffers a frame (7
+# processes), then the scaling rows at 100 and 10,000 (5 processes each), on batch 47's package.
 device47b() {
     unpack_batch 47
     ln -sf frame_now $bin/frame_overhead
+    local r
+    for r in $(seq 1 7); do
+        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
+            > $logs/il16-$r.out 2> $logs/il16-$r.err
+        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
+            | tee -a "$OUT/interleave.txt"
+    done
     churn_rows
     tar -C $logs -czf "$OUT/run47b-results.tar.gz" .
 }
