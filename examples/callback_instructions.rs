@@ -18,20 +18,13 @@ use gpu_crash_core::test_support::{
     address_binding_callback, BindingRing, MessengerTarget, RingConsumer,
 };
 
-/// Buffers bound (and unbound) a frame.
-const PER_FRAME: u64 = 1_000;
+// Only its buffer names are used here; the records are `fold_instructions`' and the bench's.
+#[allow(dead_code)]
+#[path = "../benches/support/churn.rs"]
+mod churn;
+
 /// Frames pushed between drains: a quarter of the default ring, as the background thread wakes.
 const FRAMES_A_DRAIN: u64 = 4;
-
-/// Labels a game gives buffers by kind (`benches/support/churn.rs`).
-const KINDS: [&str; 6] = [
-    "mesh vertex buffer",
-    "mesh index buffer",
-    "frame_uniforms_0",
-    "instance data",
-    "skin joints",
-    "particle storage",
-];
 
 /// The structures a driver hands the callback for one event, boxed so pNext and pObjects stay put.
 struct Message {
@@ -44,12 +37,7 @@ struct Message {
 
 impl Message {
     fn new(buffer: u64, kind: vk::DeviceAddressBindingTypeEXT) -> Box<Message> {
-        let name = if buffer.is_multiple_of(10) {
-            format!("chunk_{buffer:08}_lod0")
-        } else {
-            KINDS[(buffer % KINDS.len() as u64) as usize].to_owned()
-        };
-        let name = CString::new(name).expect("no NUL in a label");
+        let name = CString::new(churn::name(buffer)).expect("no NUL in a label");
         let mut object = vk::DebugUtilsObjectNameInfoEXT::default()
             .object_handle(vk::Buffer::from_raw(0x5a00_0000_0000 + buffer));
         object.p_object_name = name.as_ptr();
@@ -105,10 +93,10 @@ fn main() {
         ring: ring.clone(),
         device_generation: 1,
     };
-    let binds: Vec<_> = (0..PER_FRAME)
+    let binds: Vec<_> = (0..churn::PER_FRAME)
         .map(|b| Message::new(b, vk::DeviceAddressBindingTypeEXT::BIND))
         .collect();
-    let unbinds: Vec<_> = (0..PER_FRAME)
+    let unbinds: Vec<_> = (0..churn::PER_FRAME)
         .map(|b| Message::new(b, vk::DeviceAddressBindingTypeEXT::UNBIND))
         .collect();
     let mut events = 0;

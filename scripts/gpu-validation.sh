@@ -1284,20 +1284,34 @@ device44() {
     tar -C $logs -czf "$OUT/run44-results.tar.gz" .
 }
 
-# The indexer_fold bench of the base tree and of this one ($bin/fold_base, $bin/fold_now), 7 rounds,
-# the order swapped each round, the benches matching $1 (all when empty); each first time line
-# copied to $OUT/fold.txt as it comes.
-fold_rounds() {
+# A bench of the base tree and of this one ($bin/$1_base, $bin/$1_now), 7 rounds, the order swapped
+# each round, the benches matching $2 (all when empty); each first time line copied to $OUT/$1.txt as
+# it comes.
+bench_rounds() {
     local r b order
     for r in $(seq 1 7); do
-        if [ $((r % 2)) -eq 1 ]; then order="fold_base fold_now"; else order="fold_now fold_base"; fi
+        if [ $((r % 2)) -eq 1 ]; then order="$1_base $1_now"; else order="$1_now $1_base"; fi
         for b in $order; do
             (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
-                ${1:+"$1"} > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
-            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
-                | tee -a "$OUT/fold.txt"
+                ${2:+"$2"} > $logs/$1-$r-$b.out 2> $logs/$1-$r-$b.err)
+            echo "$1 round $r $b rc=$? $(grep -m1 'time:' $logs/$1-$r-$b.out | sed 's/  */ /g')" \
+                | tee -a "$OUT/$1.txt"
         done
     done
+}
+
+# The indexer_fold bench of the base tree and of this one ($bin/fold_base, $bin/fold_now), matching $1.
+fold_rounds() {
+    bench_rounds fold "$1"
+}
+
+# The order of round $1 among the three configurations $2 $3 $4, rotated each round.
+rotation() {
+    case $(($1 % 3)) in
+        1) echo "$2 $3 $4" ;;
+        2) echo "$3 $4 $2" ;;
+        *) echo "$4 $2 $3" ;;
+    esac
 }
 
 # The scaling rows: ours inside one process at 100 and 10,000 buffers a frame, 5 processes each, each
@@ -1322,11 +1336,7 @@ device46() {
     unpack_batch 44
     local r which order env
     for r in $(seq 1 7); do
-        case $((r % 3)) in
-            1) order="default small nofold" ;;
-            2) order="small nofold default" ;;
-            *) order="nofold default small" ;;
-        esac
+        order=$(rotation $r default small nofold)
         for which in $order; do
             env=X46=1
             [ $which = small ] && env=FRAME_OVERHEAD_SMALL_INDEX=1
@@ -1376,23 +1386,11 @@ build47() {
 # a frame (frame_overhead --configs 1) of both on 2 cores, 3 rounds. Lines to $OUT as they come.
 device47() {
     unpack_batch 47
-    local r b order which env
+    local r order which env
     fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
+    bench_rounds ring 'this_crate/1$'
     for r in $(seq 1 7); do
-        if [ $((r % 2)) -eq 1 ]; then order="ring_base ring_now"; else order="ring_now ring_base"; fi
-        for b in $order; do
-            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
-                'this_crate/1$' > $logs/ring-$r-$b.out 2> $logs/ring-$r-$b.err)
-            echo "ring round $r $b rc=$? $(grep -m1 'time:' $logs/ring-$r-$b.out | sed 's/  */ /g')" \
-                | tee -a "$OUT/ring.txt"
-        done
-    done
-    for r in $(seq 1 7); do
-        case $((r % 3)) in
-            1) order="base-on now-on now-nofold" ;;
-            2) order="now-on now-nofold base-on" ;;
-            *) order="now-nofold base-on now-on" ;;
-        esac
+        order=$(rotation $r base-on now-on now-nofold)
         for which in $order; do
             env=X47=1
             case $which in *nofold) env=GPU_CRASH_REPORTER_COST_NO_FOLD=1 ;; esac

@@ -23,7 +23,7 @@ const KINDS: [&str; 6] = [
 ];
 
 /// The name of the frame's `i`-th buffer: by kind, one in ten a label of its own.
-fn name(buffer: u64) -> String {
+pub fn name(buffer: u64) -> String {
     if buffer.is_multiple_of(10) {
         format!("chunk_{buffer:08}_lod0")
     } else {
