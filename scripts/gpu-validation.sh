@@ -1249,6 +1249,18 @@ build44() {
     build_fold_package 44 "${FOLD44_BASE:?the indexer_fold binary of the base tree}"
 }
 
+# Ours inside one process on all 16 cores at 1,000 buffers a frame (frame_overhead --interleave 20),
+# 7 processes, each line copied to $OUT/interleave.txt as it comes.
+sixteen_core_rows() {
+    local r
+    for r in $(seq 1 7); do
+        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
+            > $logs/il16-$r.out 2> $logs/il16-$r.err
+        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
+            | tee -a "$OUT/interleave.txt"
+    done
+}
+
 # One frame_overhead process pinned to 2 cores (taskset -c 0,1), ours inside one process
 # (--interleave 20), round $1, configuration $2, with the environment assignment $3; its line copied to
 # $OUT/interleave.txt.
@@ -1268,12 +1280,7 @@ device44() {
     unpack_batch 44
     local r order which env
     fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
-    for r in $(seq 1 7); do
-        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
-            > $logs/il16-$r.out 2> $logs/il16-$r.err
-        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
-            | tee -a "$OUT/interleave.txt"
-    done
+    sixteen_core_rows
     for r in $(seq 1 7); do
         if [ $((r % 2)) -eq 1 ]; then order="on nofold"; else order="nofold on"; fi
         for which in $order; do
@@ -1414,13 +1421,7 @@ device47() {
 device47b() {
     unpack_batch 47
     ln -sf frame_now $bin/frame_overhead
-    local r
-    for r in $(seq 1 7); do
-        timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
-            > $logs/il16-$r.out 2> $logs/il16-$r.err
-        echo "16 cores process $r rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r.out)" \
-            | tee -a "$OUT/interleave.txt"
-    done
+    sixteen_core_rows
     churn_rows
     tar -C $logs -czf "$OUT/run47b-results.tar.gz" .
 }
