@@ -1,7 +1,8 @@
 //! The indexer threads: the ring's consumer, folding records into the [`AddressIndex`].
 //!
-//! Two threads share the one consumer (a mutex; one drains at a time, and the background thread
-//! gives it up between batches to a caller waiting for it):
+//! Two threads share the ring's consumer (`drain.rs`: one folds at a time; a thread that finds the
+//! fold taken copies the ring aside meanwhile, and the background thread gives the fold up between
+//! chunks to a caller waiting for it):
 //! - the **background** thread wakes at a frame tick ([`IndexerHandle::frame_tick`]) once a quarter
 //!   of the ring is waiting, or every 100 ms, and runs at the lowest priority
 //!   ([`crate::background`]), so the steady fold takes only CPU time the game leaves idle. Folding
@@ -14,21 +15,19 @@
 //!   one frame is folded while it happens instead of overflowing the ring, even on a machine whose
 //!   cores the game keeps busy.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::fold::PREFETCH_AHEAD;
+use super::devices::DeviceClaims;
+pub(crate) use super::drain::lock;
+pub use super::drain::SharedIndex;
+use super::drain::{drain_and_fold, Drainer, SharedConsumer};
 use super::{AddressIndex, IndexSettings};
 use crate::capture::record::generation_tag;
-use crate::capture::{BindingRecord, BindingRing, RingConsumer};
+use crate::capture::BindingRing;
 
-/// The index shared between the indexer threads and whoever resolves a fault.
-pub type SharedIndex = Arc<Mutex<AddressIndex>>;
-
-/// Records folded per lock of the index, so a resolver waiting for the lock waits microseconds.
-const BATCH: usize = 1_024;
 /// Longest sleep of the background thread (folds what a game with few binding events left waiting).
 const IDLE_WAKE: Duration = Duration::from_millis(100);
 /// The background thread is woken at a frame tick once `capacity / FOLD_AT_SHARE` records wait:
@@ -74,11 +73,7 @@ impl IndexerHandle {
                  GPU objects"
             );
         }
-        let consumer = Arc::new(SharedConsumer::new(Consumer::new(
-            consumer,
-            claims.clone(),
-            no_fold,
-        )));
+        let consumer = Arc::new(SharedConsumer::new(consumer, claims.clone(), no_fold));
         let stop = Arc::new(AtomicBool::new(false));
         let lower = std::env::var_os(COST_NORMAL_PRIORITY_VAR).is_none_or(|v| v.is_empty());
         let spawn = |name: &str, lower: bool, drainer: Drainer, wait: fn()| {
@@ -189,7 +184,7 @@ impl IndexerHandle {
     /// Folds everything published so far, on this thread, and returns the locked index: what a crash
     /// handler calls before resolving, so the last events before the fault are in.
     pub fn flush(&self) -> MutexGuard<'_, AddressIndex> {
-        drain_and_fold(&self.consumer, &self.index, Drainer::Urgent);
+        drain_and_fold(&self.consumer, &self.index, Drainer::Flush);
         lock(&self.index)
     }
 }
@@ -213,357 +208,18 @@ fn fold_due(pending: usize, fold_at: usize) -> bool {
     pending > 0 && pending >= fold_at
 }
 
-/// Locks the index even if a panicking thread poisoned it: the data is still the best we have.
-pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
-    index
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The consumer, shared by the indexer threads and a crash handler's flush, with a count of those
-/// waiting for it.
-struct SharedConsumer {
-    consumer: Mutex<Consumer>,
-    /// Callers blocked on `consumer` now. The background thread, at the lowest priority, gives the
-    /// consumer up between batches while one waits: held until the ring was empty, preempted by a
-    /// busy game on 2 cores, it kept the urgent thread out while the ring overflowed (10,636 events
-    /// dropped in one of 7 `frame_overhead` processes, BENCHMARKS.md).
-    waiting: AtomicUsize,
-}
-
-impl SharedConsumer {
-    fn new(consumer: Consumer) -> Self {
-        Self {
-            consumer: Mutex::new(consumer),
-            waiting: AtomicUsize::new(0),
-        }
-    }
-
-    /// Locks the consumer, counted in `waiting` while blocked.
-    fn lock(&self) -> MutexGuard<'_, Consumer> {
-        // Relaxed: `waiting` is a hint read between batches; the mutex orders the consumer's
-        // state itself.
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        let consumer = self
-            .consumer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
-        consumer
-    }
-}
-
-/// Who drains the ring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Drainer {
-    /// The background thread: stops after a batch when another caller waits for the consumer.
-    Background,
-    /// The urgent thread, a flush or the last drain: drains until the ring is empty.
-    Urgent,
-}
-
-/// The ring's consumer and the device its index describes.
-struct Consumer {
-    ring: RingConsumer,
-    device: DeviceFilter,
-    claims: Arc<Mutex<DeviceClaims>>,
-    /// [`COST_NO_FOLD_VAR`]: drain and drop.
-    no_fold: bool,
-    /// A newer device's records drained while the index was pinned to an older one, oldest first;
-    /// folded once the pin ends, before anything newer (allocated once, at most a batch).
-    deferred: Vec<BindingRecord>,
-    /// Where the deferred records are folded from (swapped with `deferred`, so a record deferred
-    /// again lands in an allocation of the same size): a drain allocates nothing.
-    refold: Vec<BindingRecord>,
-}
-
-impl Consumer {
-    /// The consumer of `ring`, its index on no device yet, with its batches allocated.
-    fn new(ring: RingConsumer, claims: Arc<Mutex<DeviceClaims>>, no_fold: bool) -> Self {
-        Self {
-            ring,
-            device: DeviceFilter::default(),
-            claims,
-            no_fold,
-            deferred: Vec::with_capacity(BATCH),
-            refold: Vec::with_capacity(BATCH),
-        }
-    }
-}
-
-/// Device generation tags (`generation_tag`) with a claim on the index: holds and pins are
-/// multisets, one entry per holder, so two holders of one device release independently. A few
-/// entries at most (a device or two in a crash); locked by an indexer thread once per drain and by
-/// the crash path, never by the messenger callback.
-#[derive(Default)]
-struct DeviceClaims {
-    holds: Claims,
-    pins: Claims,
-}
-
-/// One kind of claim: a tag per holder.
-#[derive(Default)]
-struct Claims(Vec<u8>);
-
-impl Claims {
-    fn push(&mut self, tag: u8) {
-        self.0.push(tag);
-    }
-
-    fn remove_one(&mut self, tag: u8) {
-        if let Some(i) = self.0.iter().position(|t| *t == tag) {
-            self.0.swap_remove(i);
-        }
-    }
-
-    fn contains(&self, tag: u8) -> bool {
-        tag != 0 && self.0.contains(&tag)
-    }
-}
-
-/// Keeps the index to one render device: the first event of a newer device generation (a renderer
-/// recovery) empties it, and events of older generations (the old device's teardown, which its
-/// messenger still reports while the new device starts) are dropped. Untagged events (0) pass.
-#[derive(Default)]
-struct DeviceFilter {
-    generation: u8,
-}
-
-/// What to do with one record.
-#[derive(Debug, PartialEq, Eq)]
-enum DeviceVerdict {
-    Apply,
-    ResetThenApply,
-    Drop,
-}
-
-impl DeviceFilter {
-    /// Whether `record` is of a newer device than the index describes (it would reset the index).
-    fn is_newer(&self, record: &BindingRecord) -> bool {
-        let tag = record.device_generation();
-        tag != 0 && tag != self.generation && (self.generation == 0 || self.forward(tag) < 128)
-    }
-
-    /// How many generations `tag` is ahead of the index's device. Tags wrap 255 -> 1 (see
-    /// `generation_tag`): newer is a short forward distance.
-    fn forward(&self, tag: u8) -> u8 {
-        if tag > self.generation {
-            tag - self.generation
-        } else {
-            (255 - self.generation) + tag
-        }
-    }
-
-    fn judge(&mut self, record: &BindingRecord) -> DeviceVerdict {
-        let tag = record.device_generation();
-        if tag == 0 || tag == self.generation {
-            return DeviceVerdict::Apply;
-        }
-        if self.generation == 0 || self.forward(tag) < 128 {
-            self.generation = tag;
-            DeviceVerdict::ResetThenApply
-        } else {
-            DeviceVerdict::Drop
-        }
-    }
-}
-
-/// Folds what the ring holds into the index, a batch per lock of the index (see [`Drainer`] for
-/// when it stops early).
-fn drain_and_fold(shared: &SharedConsumer, index: &SharedIndex, drainer: Drainer) {
-    let mut consumer = shared.lock();
-    let Consumer {
-        ring,
-        device,
-        claims,
-        no_fold,
-        deferred,
-        refold,
-    } = &mut *consumer;
-    if *no_fold {
-        while ring.drain(BATCH, |_| {}) > 0 {}
-        return;
-    }
-    let claims = claims.lock().unwrap_or_else(|p| p.into_inner());
-    apply_hold(&claims, device, index);
-    if !deferred.is_empty() {
-        if claims.pins.contains(device.generation) {
-            return; // the newer device's events wait until the report is built
-        }
-        std::mem::swap(refold, deferred);
-        let mut fold = Fold::new(device, index, &claims, deferred);
-        for (i, record) in refold.iter().enumerate() {
-            if !fold.one(record, refold.get(i + PREFETCH_AHEAD)) {
-                fold.deferred.extend_from_slice(&refold[i + 1..]);
-                break;
-            }
-        }
-        drop(fold);
-        refold.clear();
-        if !deferred.is_empty() {
-            return; // the next device is pinned too: its report comes first
-        }
-    }
-    loop {
-        let mut fold = Fold::new(device, index, &claims, deferred);
-        let mut deferring = false;
-        // Folded in place, straight from the ring's slots, a batch per lock of the index.
-        let folded = ring.visit(BATCH, PREFETCH_AHEAD as u64, |record, ahead| {
-            deferring = !fold.one(record, ahead);
-            !deferring
-        });
-        if folded == 0 || deferring {
-            break;
-        }
-        // Relaxed: see `SharedConsumer::waiting`.
-        if drainer == Drainer::Background && shared.waiting.load(Ordering::Relaxed) > 0 {
-            break; // the urgent thread or a flush takes over from here
-        }
-    }
-    // Again for the device the index describes now: the batches may have started a newer one.
-    apply_hold(&claims, device, index);
-}
-
-/// Sets the index's hold as asked for the device it describes now (a reset for a newer device ended
-/// any hold of an older one).
-fn apply_hold(claims: &DeviceClaims, device: &DeviceFilter, index: &SharedIndex) {
-    let wanted = claims.holds.contains(device.generation);
-    let mut index = lock(index);
-    if wanted != index.holding() {
-        index.set_holding(wanted);
-    }
-}
-
-/// Folding records into the index under one lock of it, each judged by its device.
-struct Fold<'a> {
-    device: &'a mut DeviceFilter,
-    index: MutexGuard<'a, AddressIndex>,
-    claims: &'a DeviceClaims,
-    /// Whether the index's device is pinned (its report is being built).
-    pinned: bool,
-    deferred: &'a mut Vec<BindingRecord>,
-    now: Instant,
-}
-
-impl<'a> Fold<'a> {
-    fn new(
-        device: &'a mut DeviceFilter,
-        index: &'a SharedIndex,
-        claims: &'a DeviceClaims,
-        deferred: &'a mut Vec<BindingRecord>,
-    ) -> Self {
-        Self {
-            pinned: claims.pins.contains(device.generation),
-            device,
-            index: lock(index),
-            claims,
-            deferred,
-            now: Instant::now(),
-        }
-    }
-
-    /// Folds `record`, starting to load what `ahead` (a record folded a few later) will touch.
-    /// While the index's device is pinned, a record of a newer device is kept in `deferred`
-    /// instead, and false says to stop: everything after it waits too.
-    fn one(&mut self, record: &BindingRecord, ahead: Option<&BindingRecord>) -> bool {
-        if self.pinned && self.device.is_newer(record) {
-            self.deferred.push(*record);
-            return false;
-        }
-        // Overlap the cache misses of records folded in turn (see `AddressIndex::apply_all`).
-        if let Some(ahead) = ahead {
-            self.index.prefetch(ahead);
-        }
-        match self.device.judge(record) {
-            DeviceVerdict::Apply => self.index.apply(record, self.now),
-            DeviceVerdict::ResetThenApply => {
-                self.index.reset();
-                self.index.apply(record, self.now);
-                // The new device may be pinned too (lost again before its report was built).
-                self.pinned = self.claims.pins.contains(self.device.generation);
-            }
-            DeviceVerdict::Drop => {}
-        }
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::capture::record::generation_tag;
     use crate::capture::BindingKind;
+    use crate::capture::BindingRecord;
     use ash::vk;
+    use std::time::Instant;
 
     fn tagged(generation: u32) -> BindingRecord {
         BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0x1000, 64)
             .with_device_generation(generation_tag(generation))
-    }
-
-    /// Ring, consumer and index as `IndexerHandle::spawn` wires them, without its threads.
-    fn parts(ring_capacity: usize) -> (Arc<BindingRing>, SharedConsumer, SharedIndex) {
-        let (ring, consumer) = BindingRing::with_capacity(ring_capacity);
-        let claims = Arc::new(Mutex::new(DeviceClaims::default()));
-        let shared = SharedConsumer::new(Consumer::new(consumer, claims, false));
-        let index = Arc::new(Mutex::new(AddressIndex::new(IndexSettings::default())));
-        (ring, shared, index)
-    }
-
-    /// The background thread, preempted at the lowest priority while it drains, must not keep the
-    /// urgent thread (or a crash's flush) out until the ring is empty: with one waiting, it stops
-    /// after the batch in hand. Before, it drained all three batches.
-    #[test]
-    fn the_background_drain_gives_the_consumer_up_between_batches_to_a_waiter() {
-        let (ring, shared, index) = parts(1 << 14);
-        let bind = |n: u64| {
-            BindingRecord::new(
-                BindingKind::Bind,
-                vk::ObjectType::BUFFER,
-                n + 1,
-                n << 16,
-                64,
-            )
-        };
-        for n in 0..3 * BATCH as u64 {
-            ring.push(bind(n)).unwrap();
-        }
-        // What a caller blocked in `SharedConsumer::lock` looks like.
-        shared.waiting.fetch_add(1, Ordering::Relaxed);
-        drain_and_fold(&shared, &index, Drainer::Background);
-        assert_eq!(ring.len(), 2 * BATCH, "one batch, then the waiter's turn");
-        assert_eq!(lock(&index).stats().binds, BATCH as u64);
-        // The urgent thread does not stop for waiters.
-        drain_and_fold(&shared, &index, Drainer::Urgent);
-        assert!(ring.is_empty());
-        shared.waiting.fetch_sub(1, Ordering::Relaxed);
-        for n in 0..2 * BATCH as u64 {
-            ring.push(bind(n + 3 * BATCH as u64)).unwrap();
-        }
-        // Nobody waiting: the background thread drains everything.
-        drain_and_fold(&shared, &index, Drainer::Background);
-        assert!(ring.is_empty());
-        assert_eq!(lock(&index).stats().binds, 5 * BATCH as u64);
-    }
-
-    #[test]
-    fn newer_device_resets_older_device_is_dropped() {
-        let mut filter = DeviceFilter::default();
-        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::ResetThenApply);
-        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::Apply);
-        assert_eq!(filter.judge(&tagged(2)), DeviceVerdict::ResetThenApply);
-        assert_eq!(filter.judge(&tagged(1)), DeviceVerdict::Drop);
-        assert_eq!(filter.judge(&tagged(2)), DeviceVerdict::Apply);
-        let untagged = BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0, 1);
-        assert_eq!(filter.judge(&untagged), DeviceVerdict::Apply);
-    }
-
-    #[test]
-    fn generations_wrap_past_255() {
-        let mut filter = DeviceFilter::default();
-        filter.judge(&tagged(255));
-        assert_eq!(filter.judge(&tagged(256)), DeviceVerdict::ResetThenApply);
-        assert_eq!(generation_tag(256), 1);
-        assert_eq!(filter.judge(&tagged(255)), DeviceVerdict::Drop);
     }
 
     /// A hold asked for by a lost device's report ends with that device: the recovered device's

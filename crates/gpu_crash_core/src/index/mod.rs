@@ -25,7 +25,9 @@
 //! - this file: [`AddressIndex`]'s state, creation, reset and size;
 //! - `fold.rs`: folding events in; `hold.rs`: holding a teardown's unbinds back; `query.rs`:
 //!   what a report asks;
-//! - `indexer.rs`: the thread that drains the ring into the index.
+//! - `devices.rs`: which render device the index describes and which reports claim it;
+//!   `drain.rs`: folding the ring into the index, by whichever thread may;
+//!   `indexer.rs`: the threads that do it, and their handle.
 //!
 //! A teardown (a run of unbinds with no bind, as wgpu destroys every resource after a device loss,
 //! before the report is built) would push out of the freed ring what a report needs: the objects
@@ -48,6 +50,8 @@
 //! at a million ranges, and later queries reuse the sort until the next event.
 
 pub mod allocator_names;
+mod devices;
+mod drain;
 mod entries;
 mod fixed_ring;
 mod fold;
