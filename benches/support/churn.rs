@@ -109,4 +109,3 @@ pub fn fold_drains(consumer: &mut RingConsumer, index: &mut AddressIndex, now: I
         }
     }
 }
-
