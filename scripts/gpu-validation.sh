@@ -1426,6 +1426,69 @@ device47b() {
     tar -C $logs -czf "$OUT/run47b-results.tar.gz" .
 }
 
+# Batch 48 (issue 35): frame_overhead and the indexer_fold bench of this tree (the fold copies
+# chunks out of the ring; a thread that finds the fold taken stages the ring aside) and of a base
+# tree (BASE48: a folder holding frame_base and fold_base), packed into .devrun/b48.tar.xz.
+build48() {
+    local base=${BASE48:?a folder with frame_base and fold_base of the base tree}
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    local stage=/tmp/gv-stage48 bench
+    rm -rf $stage && mkdir -p .devrun $stage
+    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
+    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
+        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
+    cp "$target/release/examples/frame_overhead" $stage/frame_now
+    cp "$bench" $stage/fold_now
+    cp "$base/frame_base" "$base/fold_base" $stage/
+    strip $stage/*
+    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b48.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b48.commit
+    ls -la .devrun/b48.*
+}
+
+# One frame_overhead process ($bin/$2) pinned to 2 cores (taskset -c 0,1) beside $3 busy loops
+# pinned there too (another program keeping a player's 2 cores busy), 1,500 frames, round $1; its
+# line (with the events it dropped) copied to $OUT/hogs.txt.
+busy_two_core_process() {
+    local r=$1 b=$2 hogs=$3 pids=() i
+    for i in $(seq 1 $hogs); do
+        taskset -c 0,1 sh -c 'while :; do :; done' &
+        pids+=($!)
+    done
+    taskset -c 0,1 timeout -s KILL 120 $bin/$b --frames 1500 --warmup 60 \
+        > $logs/hogs-$r-$b.out 2> $logs/hogs-$r-$b.err
+    local rc=$?
+    kill "${pids[@]}"
+    wait "${pids[@]}" 2> /dev/null
+    echo "2 busy cores round $r $b hogs=$hogs rc=$rc $(grep -o 'frame_overhead plugin=1.*' $logs/hogs-$r-$b.out)" \
+        | tee -a "$OUT/hogs.txt"
+}
+
+# Batch 48: the fold's 4-frame drain (indexer_fold, base and now, 7 rounds, the order swapped each
+# round); on 2 cores shared with 2 busy loops, the events each tree drops (7 rounds, the order
+# swapped); then ours inside one process pinned to 2 cores (frame_overhead --interleave 20), base
+# and now, 7 rounds, the order swapped. Lines to $OUT as they come.
+device48() {
+    unpack_batch 48
+    local r order b
+    fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="frame_base frame_now"; else order="frame_now frame_base"; fi
+        for b in $order; do
+            busy_two_core_process $r $b 2
+        done
+    done
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="base now"; else order="now base"; fi
+        for b in $order; do
+            ln -sf frame_$b $bin/frame_overhead
+            two_core_process $r $b X48=1
+        done
+    done
+    tar -C $logs -czf "$OUT/run48-results.tar.gz" .
+}
+
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
@@ -1558,6 +1621,8 @@ case "${1:-}" in
     device45) device45 ;;
     device46) device46 ;;
     build47) build47 ;;
+    build48) build48 ;;
+    device48) device48 ;;
     device47) device47 ;;
     device47b) device47b ;;
     device42) device42 ;;
