@@ -11,10 +11,10 @@
 //! own (a per-chunk label). Unbinds carry no name (the driver names the object only at bind).
 //!
 //! Each iteration pushes 1 or 4 frames' records (2,000 each) into a default-sized ring (not timed),
-//! then times the drain and fold (`support/churn.rs`'s `fold_drains`): `RingConsumer::visit` in
-//! batches of 1,024, folding each record in place with `AddressIndex::prefetch` 8 records ahead and
-//! `AddressIndex::apply`, which is what the indexer's `drain_and_fold` does besides locking
-//! (uncontended here) and its per-record device check.
+//! then times the drain and fold (`support/churn.rs`'s `fold_drains`): the ring copied aside, as the
+//! indexer's urgent thread does, then each record folded with `AddressIndex::prefetch` 8 records
+//! ahead and `AddressIndex::apply`, as its background thread does (besides locking, uncontended
+//! here, and its per-record device check).
 
 use std::time::{Duration, Instant};
 
@@ -42,13 +42,14 @@ fn drain_every(
     b.iter_custom(|iters| {
         let (ring, mut consumer) = BindingRing::with_capacity(RING);
         let mut index = AddressIndex::new(IndexSettings::default());
+        let mut staged = Vec::new();
         let mut total = Duration::ZERO;
         for it in 0..iters {
             for f in 0..frames_per_drain {
                 push_frame(&ring, frames, it * frames_per_drain + f, lifetime);
             }
             let start = Instant::now();
-            fold_drains(&mut consumer, &mut index, start);
+            fold_drains(&mut consumer, &mut index, &mut staged, start);
             total += start.elapsed();
         }
         std::hint::black_box(index.stats());

@@ -1,6 +1,6 @@
 //! Counts the indexer's work an event, for `valgrind --tool=callgrind`: the `indexer_fold` bench's
-//! churn (`benches/support/churn.rs`), drained and folded 4 frames at a time as the indexer's
-//! background thread does, in one function (`churn::fold_drains`) that callgrind can count alone:
+//! churn (`benches/support/churn.rs`), drained and folded 4 frames at a time as the
+//! indexer's threads do, in one function (`churn::fold_drains`) that callgrind can count alone:
 //!
 //! ```sh
 //! cargo build --release --example fold_instructions
@@ -31,11 +31,12 @@ fn main() {
     let frames: Vec<Vec<BindingRecord>> = (0..FRAMES).map(|f| frame_records(f, lifetime)).collect();
     let (ring, mut consumer) = BindingRing::with_capacity(32_768);
     let mut index = AddressIndex::new(IndexSettings::default());
+    let mut staged = Vec::new();
     for drain in 0..drains {
         for f in 0..FRAMES_A_DRAIN {
             push_frame(&ring, &frames, drain * FRAMES_A_DRAIN + f, lifetime);
         }
-        fold_drains(&mut consumer, &mut index, Instant::now());
+        fold_drains(&mut consumer, &mut index, &mut staged, Instant::now());
     }
     println!(
         "fold_instructions: {} events in {drains} drains of {FRAMES_A_DRAIN} frames",

@@ -79,33 +79,31 @@ pub fn push_frame(ring: &BindingRing, frames: &[Vec<BindingRecord>], n: u64, lif
     }
 }
 
-/// Records the indexer copies out of the ring a lock of it (`drain.rs`), and its prefetch distance
-/// (`fold.rs`).
-const CHUNK: usize = 256;
+/// The indexer's prefetch distance (`fold.rs`).
 const PREFETCH_AHEAD: usize = 8;
 
-/// Folds everything the ring holds into `index` as the indexer's `drain_and_fold` does: a chunk
-/// copied out of the ring, then folded a record at a time, each prefetching what the record
-/// `PREFETCH_AHEAD` later will touch (besides locking, uncontended here, and its per-record device
-/// check). Not inlined, so callgrind's
-/// `--toggle-collect='*fold_drains*'` counts only this.
+/// Drains the ring and folds it into `index` as the indexer does: the urgent thread copies the ring
+/// aside (`staged`, its allocation kept from drain to drain, as the indexer's swaps keep theirs),
+/// then the background thread folds the copies in order, each record prefetching what the record
+/// `PREFETCH_AHEAD` later will touch (`drain.rs`, besides locking, uncontended here, the fold's
+/// chunks of 256 and its per-record device check). Both threads' work an event, in one function
+/// that callgrind's `--toggle-collect='*fold_drains*'` counts alone (not inlined).
 #[inline(never)]
-pub fn fold_drains(consumer: &mut RingConsumer, index: &mut AddressIndex, now: Instant) {
-    let mut chunk = Vec::with_capacity(CHUNK);
-    loop {
-        chunk.clear();
-        consumer.visit(CHUNK, 0, |record, _| {
-            chunk.push(*record);
-            true
-        });
-        if chunk.is_empty() {
-            break;
+pub fn fold_drains(
+    consumer: &mut RingConsumer,
+    index: &mut AddressIndex,
+    staged: &mut Vec<BindingRecord>,
+    now: Instant,
+) {
+    staged.clear();
+    consumer.visit(usize::MAX, 0, |record, _| {
+        staged.push(*record);
+        true
+    });
+    for (i, record) in staged.iter().enumerate() {
+        if let Some(ahead) = staged.get(i + PREFETCH_AHEAD) {
+            index.prefetch(ahead);
         }
-        for (i, record) in chunk.iter().enumerate() {
-            if let Some(ahead) = chunk.get(i + PREFETCH_AHEAD) {
-                index.prefetch(ahead);
-            }
-            index.apply(record, now);
-        }
+        index.apply(record, now);
     }
 }

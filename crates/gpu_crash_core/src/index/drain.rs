@@ -22,12 +22,14 @@ pub(crate) fn lock(index: &SharedIndex) -> MutexGuard<'_, AddressIndex> {
 
 /// The ring's consumer, shared by the indexer threads and a crash handler's flush, in two locks so
 /// that the background thread, at the lowest priority and preempted whenever a game thread wants
-/// its core, never keeps the others from emptying the ring while it folds:
-/// - `source`, held only to copy a chunk of records out of the ring (or to stage them);
-/// - `fold`, held by whoever folds, for a whole drain.
+/// its core, never holds what the others need to empty the ring:
+/// - `source`, the ring and the records `staged` out of it. Only threads of normal priority copy
+///   the ring (the urgent thread at a frame tick, half full or idle; a flush); the background
+///   thread holds `source` only to swap `staged` out, a pointer's worth of work;
+/// - `fold`, held by whoever folds, for a whole drain; the background thread folds what was
+///   staged, the others (behind, or a crash) the ring too.
 ///
-/// A thread that finds `fold` taken copies the ring into `staged` instead, and folds once it gets
-/// `fold`: the ring goes on emptying while the background thread sits preempted in its fold.
+/// A thread that finds `fold` taken goes on staging the ring instead, and folds once it gets it.
 pub(super) struct SharedConsumer {
     source: Mutex<Source>,
     fold: Mutex<FoldState>,
@@ -45,8 +47,9 @@ pub(super) struct SharedConsumer {
 /// Where records come from, oldest first: `staged`, then the ring.
 struct Source {
     ring: RingConsumer,
-    /// Records copied out of the ring by a thread that found `fold` taken, oldest first. Grows only
-    /// then (on that thread, never the driver's), up to [`staged_limit`] records.
+    /// Records copied out of the ring for the background thread to fold (or by a thread that
+    /// found `fold` taken), oldest first, up to [`staged_limit`] records. Grows on a thread of
+    /// ours, never the driver's; in a steady game it swaps allocations with the fold's `chunk`.
     staged: Vec<BindingRecord>,
 }
 
@@ -61,10 +64,8 @@ fn staged_limit(ring_capacity: usize) -> usize {
 /// from half in milliseconds only in a level load, which also wakes the urgent thread at once.
 const STAGED_WAIT: Duration = Duration::from_millis(1);
 
-/// Records copied out of the ring per lock of `source`, and folded per lock of the index. Taking a
-/// chunk out of the ring is 55 of the drain's 521 instructions an event (callgrind,
-/// `examples/fold_instructions.rs`), so a thread preempted mid-drain is most likely outside
-/// `source`; inside it, it holds up the ring as a single consumer would.
+/// Records folded per lock of the index (a resolver waiting for it waits microseconds), and copied
+/// out of the ring per lock of `source` by a thread that folds the ring itself.
 const CHUNK: usize = 256;
 
 /// The fold's state: the device its index describes, and what waits for a pin to end.
@@ -80,8 +81,10 @@ struct FoldState {
     /// Where the deferred records are folded from (swapped with `deferred`, so a record deferred
     /// again lands in an allocation of the same size).
     refold: Vec<BindingRecord>,
-    /// The records being folded, copied out of the ring or taken from `staged`.
+    /// The records being folded, taken from `staged` or copied out of the ring; those before
+    /// `done` are folded (the background thread gives the rest up to a waiting caller).
     chunk: Vec<BindingRecord>,
+    done: usize,
 }
 
 impl SharedConsumer {
@@ -98,6 +101,7 @@ impl SharedConsumer {
                 deferred: Vec::with_capacity(CHUNK),
                 refold: Vec::with_capacity(CHUNK),
                 chunk: Vec::with_capacity(CHUNK),
+                done: 0,
             }),
             waiting: AtomicUsize::new(0),
             claims,
@@ -144,28 +148,52 @@ impl SharedConsumer {
         state
     }
 
-    /// Copies what the ring holds into `staged`, up to its limit.
-    fn stage(&self) {
+    /// Copies what the ring holds into `staged`, up to its limit; returns how many records are
+    /// staged now.
+    pub(super) fn stage(&self) -> usize {
         let mut source = self.source();
         let Source { ring, staged } = &mut *source;
         let room = staged_limit(ring.ring().capacity()).saturating_sub(staged.len());
-        ring.drain(room, |record| staged.push(record));
+        ring.visit(room, 0, |record, _| {
+            staged.push(*record);
+            true
+        });
+        staged.len()
     }
 
-    /// Fills `chunk` with the oldest records: all of `staged`, or up to [`CHUNK`] from the ring.
-    fn take(&self, chunk: &mut Vec<BindingRecord>) {
+    /// The ring's capacity.
+    pub(super) fn ring_capacity(&self) -> usize {
+        self.source().ring.ring().capacity()
+    }
+
+    /// Whether the ring's records are drained and dropped, not folded (a cost measurement).
+    pub(super) fn no_fold(&self) -> bool {
+        self.no_fold
+    }
+
+    /// Moves all of `staged` into `chunk` (emptied first): false when nothing was staged. The
+    /// background thread's only use of `source`: a swap, so a preemption inside it is unlikely.
+    fn take_staged(&self, chunk: &mut Vec<BindingRecord>) -> bool {
         chunk.clear();
         let mut source = self.source();
-        let Source { ring, staged } = &mut *source;
-        if staged.is_empty() {
-            ring.visit(CHUNK, 0, |record, _| {
-                chunk.push(*record);
-                true
-            });
-        } else {
-            // The staged allocation moves to the fold; `staged` keeps the chunk's.
-            std::mem::swap(staged, chunk);
+        if source.staged.is_empty() {
+            return false;
         }
+        // The staged allocation moves to the fold; `staged` keeps the chunk's.
+        std::mem::swap(&mut source.staged, chunk);
+        true
+    }
+
+    /// Copies up to [`CHUNK`] records out of the ring into `chunk` (emptied first): false when the
+    /// ring is empty. For threads of normal priority.
+    fn take_ring(&self, chunk: &mut Vec<BindingRecord>) -> bool {
+        chunk.clear();
+        let mut source = self.source();
+        source.ring.visit(CHUNK, 0, |record, _| {
+            chunk.push(*record);
+            true
+        });
+        !chunk.is_empty()
     }
 }
 
@@ -195,23 +223,25 @@ impl SharedConsumer {
 /// Who drains the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Drainer {
-    /// The background thread: waits for `fold`, and stops after a chunk when another caller waits
-    /// for it.
+    /// The background thread: waits for `fold`, folds what was staged (never the ring itself), and
+    /// stops after a chunk when another caller waits for `fold`.
     Background,
-    /// The urgent thread or the last drain: stages the ring while `fold` is taken, and drains
-    /// until the ring is empty. Sleeps between looks by parking (the callback unparks it at half
-    /// full).
+    /// The urgent thread or the last drain: stages the ring while `fold` is taken, then folds
+    /// what was staged and the ring until both are empty. Sleeps between looks by parking (the
+    /// callback unparks it at half full).
     Urgent,
     /// A crash handler's flush: as `Urgent`, but sleeps between looks without parking (the
     /// caller's thread may use its park token for something else).
     Flush,
 }
 
-/// Folds what `staged` and the ring hold into the index, a chunk per lock of the index (see
+/// Folds what waits into the index, oldest first: the rest of a chunk a background drain gave up,
+/// then `staged`, then (not the background thread) the ring, a chunk per lock of the index (see
 /// [`Drainer`] for who waits for what, and when it stops early).
 pub(super) fn drain_and_fold(shared: &SharedConsumer, index: &SharedIndex, drainer: Drainer) {
     if shared.no_fold {
         let mut source = shared.source();
+        source.staged.clear();
         while source.ring.drain(CHUNK, |_| {}) > 0 {}
         return;
     }
@@ -222,6 +252,7 @@ pub(super) fn drain_and_fold(shared: &SharedConsumer, index: &SharedIndex, drain
         deferred,
         refold,
         chunk,
+        done,
     } = &mut *state;
     claims.clone_from(&shared.claims.lock().unwrap_or_else(|p| p.into_inner()));
     apply_hold(claims, device, index);
@@ -230,22 +261,28 @@ pub(super) fn drain_and_fold(shared: &SharedConsumer, index: &SharedIndex, drain
             return; // the newer device's events wait until the report is built
         }
         std::mem::swap(refold, deferred);
-        fold_records(device, index, claims, deferred, refold);
+        fold_records(device, index, claims, deferred, refold, 0..refold.len());
         refold.clear();
         if !deferred.is_empty() {
             return; // the next device is pinned too: its report comes first
         }
     }
     loop {
-        shared.take(chunk);
-        if chunk.is_empty() {
-            break;
+        if *done == chunk.len() {
+            *done = 0;
+            let taken = shared.take_staged(chunk)
+                || (drainer != Drainer::Background && shared.take_ring(chunk));
+            if !taken {
+                break;
+            }
         }
-        let all = fold_records(device, index, claims, deferred, chunk);
+        let end = (*done + CHUNK).min(chunk.len());
+        let all = fold_records(device, index, claims, deferred, chunk, *done..end);
+        *done = if all { end } else { chunk.len() };
         #[cfg(test)]
         shared.stall_here(drainer);
         if !all {
-            break; // pinned: the rest waits in `deferred` and the ring
+            break; // pinned: the rest waits in `deferred`, `staged` and the ring
         }
         // Relaxed: see `SharedConsumer::waiting`.
         if drainer == Drainer::Background && shared.waiting.load(Ordering::Relaxed) > 0 {
@@ -256,18 +293,20 @@ pub(super) fn drain_and_fold(shared: &SharedConsumer, index: &SharedIndex, drain
     apply_hold(claims, device, index);
 }
 
-/// Folds `records` in order, [`CHUNK`] per lock of the index. When one is deferred (a newer
-/// device's while the index is pinned) the rest follow it into `deferred`, and false says so.
+/// Folds `records[range]` in order, [`CHUNK`] per lock of the index, each prefetching for the
+/// record [`PREFETCH_AHEAD`] later (past the range too). When one is deferred (a newer device's
+/// while the index is pinned) every record after it follows it into `deferred`, and false says so.
 fn fold_records(
     device: &mut DeviceFilter,
     index: &SharedIndex,
     claims: &DeviceClaims,
     deferred: &mut Vec<BindingRecord>,
     records: &[BindingRecord],
+    range: std::ops::Range<usize>,
 ) -> bool {
-    let mut start = 0;
-    while start < records.len() {
-        let end = (start + CHUNK).min(records.len());
+    let mut start = range.start;
+    while start < range.end {
+        let end = (start + CHUNK).min(range.end);
         let mut fold = Fold::new(device, index, claims, deferred);
         for i in start..end {
             if !fold.one(&records[i], records.get(i + PREFETCH_AHEAD)) {
@@ -361,11 +400,11 @@ mod tests {
         (ring, shared, index)
     }
 
-    /// The background thread, preempted at the lowest priority while it drains, must not keep the
-    /// urgent thread (or a crash's flush) out until the ring is empty: with one waiting, it stops
-    /// after the batch in hand. Before, it drained all three batches.
+    /// The background thread, preempted at the lowest priority while it folds, must not keep a
+    /// crash's flush waiting for its whole drain: with one waiting, it stops after the chunk in
+    /// hand, and the next folder goes on with the rest, in order.
     #[test]
-    fn the_background_drain_gives_the_consumer_up_between_batches_to_a_waiter() {
+    fn the_background_drain_gives_the_fold_up_between_chunks_to_a_waiter() {
         let (ring, shared, index) = parts(1 << 14);
         let bind = |n: u64| {
             BindingRecord::new(
@@ -379,19 +418,33 @@ mod tests {
         for n in 0..3 * CHUNK as u64 {
             ring.push(bind(n)).unwrap();
         }
+        assert_eq!(shared.stage(), 3 * CHUNK);
+        assert!(
+            ring.is_empty(),
+            "staged: the background thread never reads the ring"
+        );
         // What a caller waiting in `SharedConsumer::fold` looks like.
         shared.waiting.fetch_add(1, Ordering::Relaxed);
         drain_and_fold(&shared, &index, Drainer::Background);
-        assert_eq!(ring.len(), 2 * CHUNK, "one chunk, then the waiter's turn");
-        assert_eq!(lock(&index).stats().binds, CHUNK as u64);
-        // The urgent thread does not stop for waiters.
+        assert_eq!(
+            lock(&index).stats().binds,
+            CHUNK as u64,
+            "one chunk, then the waiter's turn"
+        );
+        // The urgent thread does not stop for waiters, and folds the ring too.
+        ring.push(bind(3 * CHUNK as u64)).unwrap();
         drain_and_fold(&shared, &index, Drainer::Urgent);
         assert!(ring.is_empty());
+        assert_eq!(lock(&index).stats().binds, 3 * CHUNK as u64 + 1);
         shared.waiting.fetch_sub(1, Ordering::Relaxed);
-        for n in 0..2 * CHUNK as u64 {
+        for n in 1..2 * CHUNK as u64 {
             ring.push(bind(n + 3 * CHUNK as u64)).unwrap();
         }
-        // Nobody waiting: the background thread drains everything.
+        // The background thread folds only what was staged.
+        drain_and_fold(&shared, &index, Drainer::Background);
+        assert_eq!(lock(&index).stats().binds, 3 * CHUNK as u64 + 1);
+        shared.stage();
+        // Nobody waiting: it folds everything staged.
         drain_and_fold(&shared, &index, Drainer::Background);
         assert!(ring.is_empty());
         assert_eq!(lock(&index).stats().binds, 5 * CHUNK as u64);
@@ -420,6 +473,7 @@ mod tests {
         for _ in 0..CHUNK {
             push_pair(&ring);
         }
+        shared.stage();
         let (entered, stalled) = std::sync::mpsc::channel();
         let (resume, resumed) = std::sync::mpsc::channel();
         *shared.stall.lock().unwrap() = Some(Stall {
@@ -485,6 +539,7 @@ mod tests {
             ))
             .unwrap();
         }
+        shared.stage();
         let (entered, stalled) = std::sync::mpsc::channel();
         let (resume, resumed) = std::sync::mpsc::channel();
         *shared.stall.lock().unwrap() = Some(Stall {

@@ -1,19 +1,20 @@
 //! The indexer threads: the ring's consumer, folding records into the [`AddressIndex`].
 //!
-//! Two threads share the ring's consumer (`drain.rs`: one folds at a time; a thread that finds the
-//! fold taken copies the ring aside meanwhile, and the background thread gives the fold up between
-//! chunks to a caller waiting for it):
-//! - the **background** thread wakes at a frame tick ([`IndexerHandle::frame_tick`]) once a quarter
-//!   of the ring is waiting, or every 100 ms, and runs at the lowest priority
+//! Two threads share the ring's consumer (`drain.rs`: one folds at a time, oldest records first):
+//! - the **urgent** thread, at normal priority, is the one that empties the ring. It wakes at a
+//!   frame tick ([`IndexerHandle::frame_tick`]) once a quarter of the ring is waiting, when the
+//!   ring passes half full (the callback unparks it), every 100 ms, and when a crash claims the
+//!   index. It copies the ring aside for the background thread, a few nanoseconds an event, and
+//!   folds itself only when a claim changed or the background thread is more than a ring behind
+//!   (a level load that binds 100,000 resources on cores the game keeps busy);
+//! - the **background** thread folds what was copied aside, at the lowest priority
 //!   ([`crate::background`]), so the steady fold takes only CPU time the game leaves idle. Folding
 //!   a few frames' events at once costs less per event than a frame's at a time (the index's
 //!   tables are cold after each frame of the game's own work: BENCHMARKS.md, issue 35), and
 //!   nothing reads the index without [`IndexerHandle::flush`] first, so it being a few frames
-//!   behind is never seen;
-//! - the **urgent** thread, at normal priority, wakes when the ring passes half full (the callback
-//!   unparks it) or a crash claims the index, so a level load that binds 100,000 resources within
-//!   one frame is folded while it happens instead of overflowing the ring, even on a machine whose
-//!   cores the game keeps busy.
+//!   behind is never seen. It never holds the ring: preempted for as long as a busy 2-core machine
+//!   keeps it waiting, it cannot make the ring overflow (before, it held the ring while it folded,
+//!   and dropped events under two busy loops: BENCHMARKS.md, issue 35).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,7 +29,7 @@ use super::{AddressIndex, IndexSettings};
 use crate::capture::record::generation_tag;
 use crate::capture::BindingRing;
 
-/// Longest sleep of the background thread (folds what a game with few binding events left waiting).
+/// Longest sleep of the urgent thread (stages what a game with few binding events left waiting).
 const IDLE_WAKE: Duration = Duration::from_millis(100);
 /// The background thread is woken at a frame tick once `capacity / FOLD_AT_SHARE` records wait:
 /// a quarter, half way to the urgent thread's half full.
@@ -50,6 +51,8 @@ pub struct IndexerHandle {
     consumer: Arc<SharedConsumer>,
     /// Which devices' unbinds are held and which devices' index a report still reads.
     claims: Arc<Mutex<DeviceClaims>>,
+    /// Set by a claim's change, so the urgent thread's next wake applies it with a drain.
+    claims_changed: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     /// Folds the steady stream of events, a quarter ring at a time, at the lowest priority.
     background: Option<JoinHandle<()>>,
@@ -75,27 +78,38 @@ impl IndexerHandle {
         }
         let consumer = Arc::new(SharedConsumer::new(consumer, claims.clone(), no_fold));
         let stop = Arc::new(AtomicBool::new(false));
+        let claims_changed = Arc::new(AtomicBool::new(false));
         let lower = std::env::var_os(COST_NORMAL_PRIORITY_VAR).is_none_or(|v| v.is_empty());
-        let spawn = |name: &str, lower: bool, drainer: Drainer, wait: fn()| {
+        let background = {
             let (index, consumer, stop) = (index.clone(), consumer.clone(), stop.clone());
             std::thread::Builder::new()
-                .name(name.into())
+                .name("gpu-crash-indexer".into())
                 .spawn(move || {
                     if lower && !crate::background::lower_this_thread() {
                         tracing::debug!("GPU crash reporter: the indexer keeps normal priority");
                     }
                     // Acquire: pairs with the Release in Drop so the last drain sees every push.
                     while !stop.load(Ordering::Acquire) {
-                        wait();
-                        drain_and_fold(&consumer, &index, drainer);
+                        std::thread::park();
+                        drain_and_fold(&consumer, &index, Drainer::Background);
                     }
                     drain_and_fold(&consumer, &index, Drainer::Urgent);
-                })
+                })?
         };
-        let background = spawn("gpu-crash-indexer", lower, Drainer::Background, || {
-            std::thread::park_timeout(IDLE_WAKE)
-        })?;
-        let urgent = spawn("gpu-crash-burst", false, Drainer::Urgent, std::thread::park)?;
+        let urgent = {
+            let (index, consumer, stop) = (index.clone(), consumer.clone(), stop.clone());
+            let (changed, background) = (claims_changed.clone(), background.thread().clone());
+            std::thread::Builder::new()
+                .name("gpu-crash-burst".into())
+                .spawn(move || {
+                    // Acquire: as above.
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(IDLE_WAKE);
+                        stage_or_fold(&consumer, &index, &changed, &background);
+                    }
+                    drain_and_fold(&consumer, &index, Drainer::Urgent);
+                })?
+        };
         ring.set_consumer_thread(urgent.thread().clone());
         let every_frame =
             std::env::var_os(COST_FOLD_EVERY_FRAME_VAR).is_some_and(|v| !v.is_empty());
@@ -110,6 +124,7 @@ impl IndexerHandle {
             index,
             consumer,
             claims,
+            claims_changed,
             stop,
             background: Some(background),
             urgent: Some(urgent),
@@ -127,13 +142,13 @@ impl IndexerHandle {
     }
 
     /// Starts a new frame: later records carry `frame`, and once a quarter of the ring is waiting the
-    /// background thread folds it.
+    /// urgent thread stages it for the background thread to fold.
     pub fn frame_tick(&self, frame: u64) {
         self.ring.set_frame(frame);
         if !fold_due(self.ring.len(), self.fold_at) {
             return;
         }
-        if let Some(thread) = &self.background {
+        if let Some(thread) = &self.urgent {
             thread.thread().unpark();
         }
     }
@@ -176,6 +191,9 @@ impl IndexerHandle {
 
     /// A claim changed: the urgent thread applies it now, whatever the game leaves idle.
     fn wake(&self) {
+        // Release: pairs with the urgent thread's Acquire swap; the claims themselves are under
+        // their mutex.
+        self.claims_changed.store(true, Ordering::Release);
         if let Some(thread) = &self.urgent {
             thread.thread().unpark();
         }
@@ -202,7 +220,30 @@ impl Drop for IndexerHandle {
     }
 }
 
-/// Whether a frame tick wakes the background thread: `pending` records wait, `fold_at` is the
+/// The urgent thread's work at each wake: a claim changed, or the background thread is more than a
+/// ring behind (a level load on cores the game keeps busy): it folds, at normal priority. Otherwise
+/// it copies the ring aside and leaves the fold to the background thread, which never holds the
+/// ring: preempted at the lowest priority, it cannot keep the ring from emptying.
+fn stage_or_fold(
+    consumer: &SharedConsumer,
+    index: &SharedIndex,
+    claims_changed: &AtomicBool,
+    background: &std::thread::Thread,
+) {
+    // Acquire: pairs with the Release in `IndexerHandle::wake`.
+    if consumer.no_fold() || claims_changed.swap(false, Ordering::Acquire) {
+        drain_and_fold(consumer, index, Drainer::Urgent);
+        return;
+    }
+    let staged = consumer.stage();
+    if staged > consumer.ring_capacity() {
+        drain_and_fold(consumer, index, Drainer::Urgent);
+    } else if staged > 0 {
+        background.unpark();
+    }
+}
+
+/// Whether a frame tick wakes the urgent thread to stage the ring: `pending` records wait, `fold_at` is the
 /// handle's threshold (0: every tick, the cost control).
 fn fold_due(pending: usize, fold_at: usize) -> bool {
     pending > 0 && pending >= fold_at
@@ -361,6 +402,27 @@ mod tests {
 
         let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
         assert_eq!(indexer.fold_at, 16, "a quarter of the ring");
+    }
+
+    /// The steady path end to end: a frame tick with a quarter of the ring waiting has the urgent
+    /// thread copy it aside and the background thread fold it, so the index has the records
+    /// without a flush.
+    #[test]
+    fn a_frame_tick_gets_the_ring_folded_without_a_flush() {
+        let indexer = IndexerHandle::spawn(64, IndexSettings::default()).unwrap();
+        for i in 0..16u64 {
+            let mut record = tagged(1);
+            record.handle = i + 1;
+            record.base = 0x1000 * (i + 1);
+            indexer.ring().push(record).unwrap();
+        }
+        indexer.frame_tick(1);
+        let started = Instant::now();
+        while lock(indexer.index()).live_len() < 16 {
+            assert!(started.elapsed() < Duration::from_secs(10), "not folded");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(indexer.ring().is_empty());
     }
 
     #[test]
