@@ -1468,9 +1468,11 @@ busy_two_core_process() {
 # Batch 48: the fold's 4-frame drain (indexer_fold, base and now, 7 rounds, the order swapped each
 # round); on 2 cores shared with 2 busy loops, the events each tree drops (7 rounds, the order
 # swapped); then ours inside one process pinned to 2 cores (frame_overhead --interleave 20), base
-# and now, 7 rounds, the order swapped. Lines to $OUT as they come.
+# and now, 7 rounds, the order swapped. Lines to $OUT as they come. $1: the package (48, or 48b:
+# build48's package of the tree where the background thread never reads the ring).
 device48() {
-    unpack_batch 48
+    local batch=${1:-48}
+    unpack_batch $batch
     local r order b
     fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
     for r in $(seq 1 7); do
@@ -1486,7 +1488,7 @@ device48() {
             two_core_process $r $b X48=1
         done
     done
-    tar -C $logs -czf "$OUT/run48-results.tar.gz" .
+    tar -C $logs -czf "$OUT/run$batch-results.tar.gz" .
 }
 
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
@@ -1623,6 +1625,7 @@ case "${1:-}" in
     build47) build47 ;;
     build48) build48 ;;
     device48) device48 ;;
+    device48b) device48 48b ;;
     device47) device47 ;;
     device47b) device47b ;;
     device42) device42 ;;
