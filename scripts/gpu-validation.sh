@@ -1491,6 +1491,14 @@ device48() {
     tar -C $logs -czf "$OUT/run$batch-results.tar.gz" .
 }
 
+# Batch 48c: this tree (batch 48b's package) on all 16 cores: ours inside one process at 1,000
+# buffers a frame, 7 processes.
+device48c() {
+    unpack_batch 48b
+    ln -sf frame_now $bin/frame_overhead
+    sixteen_core_rows
+}
+
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
 # bench of the tree before issue 35's last fold changes (FOLD41_BASE, a binary built there), packed
 # into .devrun/b41.tar.xz.
@@ -1626,6 +1634,7 @@ case "${1:-}" in
     build48) build48 ;;
     device48) device48 ;;
     device48b) device48 48b ;;
+    device48c) device48c ;;
     device47) device47 ;;
     device47b) device47b ;;
     device42) device42 ;;
