@@ -1361,29 +1361,42 @@ device45() {
     tar -C $logs -czf "$OUT/run45-results.tar.gz" .
 }
 
+# This tree's frame_overhead into $1 (emptied first) as frame_now, and each bench named in $2...
+# (short:bench, e.g. fold:indexer_fold) as <short>_now.
+stage_frame_and_benches() {
+    local stage=$1 pair bench
+    shift
+    local src=${GV_SRC:-$ROOT}
+    local target=${CARGO_TARGET_DIR:-$src/target}
+    rm -rf $stage && mkdir -p .devrun $stage
+    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
+    cp "$target/release/examples/frame_overhead" $stage/frame_now
+    for pair in "$@"; do
+        bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench ${pair#*:} 2>&1 \
+            | grep -o "/[^ ]*/release/deps/${pair#*:}-[0-9a-f]*" | tail -1)
+        cp "$bench" $stage/${pair%%:*}_now
+    done
+}
+
+# Strips what $2 holds and packs it into .devrun/b$1.tar.xz, with the tree's commit in .devrun/b$1.commit.
+pack_stage() {
+    local src=${GV_SRC:-$ROOT}
+    strip $2/*
+    tar -C $2 -cf - . | xz -T0 -6 > .devrun/b$1.tar.xz
+    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b$1.commit
+    ls -la .devrun/b$1.*
+}
+
 # Batch 47 (issue 35): frame_overhead and the binding_ring and indexer_fold benches of this tree
 # (the callback writing its event into the ring slot in place, the object table sized to its
 # objects) and of a base tree (BASE47: a folder holding them as frame_base, ring_base and
 # fold_base), packed into .devrun/b47.tar.xz.
 build47() {
     local base=${BASE47:?a folder with frame_base, ring_base and fold_base of the base tree}
-    local src=${GV_SRC:-$ROOT}
-    local target=${CARGO_TARGET_DIR:-$src/target}
-    local stage=/tmp/gv-stage47 bench
-    rm -rf $stage && mkdir -p .devrun $stage
-    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
-    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench binding_ring 2>&1 \
-        | grep -o '/[^ ]*/release/deps/binding_ring-[0-9a-f]*' | tail -1)
-    cp "$target/release/examples/frame_overhead" $stage/frame_now
-    cp "$bench" $stage/ring_now
-    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
-        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
-    cp "$bench" $stage/fold_now
+    local stage=/tmp/gv-stage47
+    stage_frame_and_benches $stage ring:binding_ring fold:indexer_fold || return 1
     cp "$base/frame_base" "$base/ring_base" "$base/fold_base" $stage/
-    strip $stage/*
-    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b47.tar.xz
-    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b47.commit
-    ls -la .devrun/b47.*
+    pack_stage 47 $stage
 }
 
 # Batch 47: the fold's 4-frame drain (indexer_fold, base and now, 7 rounds, the order swapped each
@@ -1419,9 +1432,7 @@ device47() {
 # Batch 47b: this tree on all 16 cores: ours inside one process at 1,000 buffers a frame (7
 # processes), then the scaling rows at 100 and 10,000 (5 processes each), on batch 47's package.
 device47b() {
-    unpack_batch 47
-    ln -sf frame_now $bin/frame_overhead
-    sixteen_core_rows
+    sixteen_core_batch 47
     churn_rows
     tar -C $logs -czf "$OUT/run47b-results.tar.gz" .
 }
@@ -1431,20 +1442,10 @@ device47b() {
 # tree (BASE48: a folder holding frame_base and fold_base), packed into .devrun/b48.tar.xz.
 build48() {
     local base=${BASE48:?a folder with frame_base and fold_base of the base tree}
-    local src=${GV_SRC:-$ROOT}
-    local target=${CARGO_TARGET_DIR:-$src/target}
-    local stage=/tmp/gv-stage48 bench
-    rm -rf $stage && mkdir -p .devrun $stage
-    (cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo build --release --example frame_overhead) || return 1
-    bench=$(cd "$src" && CARGO_TARGET_DIR=$target nice -n 10 cargo bench --no-run --bench indexer_fold 2>&1 \
-        | grep -o '/[^ ]*/release/deps/indexer_fold-[0-9a-f]*' | tail -1)
-    cp "$target/release/examples/frame_overhead" $stage/frame_now
-    cp "$bench" $stage/fold_now
+    local stage=/tmp/gv-stage48
+    stage_frame_and_benches $stage fold:indexer_fold || return 1
     cp "$base/frame_base" "$base/fold_base" $stage/
-    strip $stage/*
-    tar -C $stage -cf - . | xz -T0 -6 > .devrun/b48.tar.xz
-    git -C "$src" describe --always --dirty --abbrev=12 > .devrun/b48.commit
-    ls -la .devrun/b48.*
+    pack_stage 48 $stage
 }
 
 # One frame_overhead process ($bin/$2) pinned to 2 cores (taskset -c 0,1) beside $3 busy loops
@@ -1491,12 +1492,17 @@ device48() {
     tar -C $logs -czf "$OUT/run$batch-results.tar.gz" .
 }
 
-# Batch 48c: this tree (batch 48b's package) on all 16 cores: ours inside one process at 1,000
-# buffers a frame, 7 processes.
-device48c() {
-    unpack_batch 48b
+# Package $1's frame_now on all 16 cores: ours inside one process at 1,000 buffers a frame, 7
+# processes.
+sixteen_core_batch() {
+    unpack_batch $1
     ln -sf frame_now $bin/frame_overhead
     sixteen_core_rows
+}
+
+# Batch 48c: this tree (batch 48b's package) on all 16 cores.
+device48c() {
+    sixteen_core_batch 48b
 }
 
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold

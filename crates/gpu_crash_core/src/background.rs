@@ -8,8 +8,9 @@
 
 /// The niceness [`lower_this_thread`] sets on Linux: the lowest priority that still gets a share of
 /// a busy core (weight 15 against a game thread's 1,024), so a thread preempted while it holds the
-/// ring's consumer is back within milliseconds. `SCHED_IDLE` (weight 3) gave the same frame time
-/// but, once in 14 processes, left the urgent fold waiting on it long enough to drop events.
+/// fold is back before a crash's flush waits long for it. `SCHED_IDLE` (weight 3) gave the same
+/// frame time but, once in 14 processes, left the urgent fold waiting on it long enough to drop
+/// events (when the lowered thread still held the ring; it no longer does: `index/drain.rs`).
 #[cfg(target_os = "linux")]
 pub(crate) const LOWERED_NICE: libc::c_int = 19;
 

@@ -80,13 +80,14 @@ impl DeviceFilter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::capture::record::generation_tag;
     use crate::capture::BindingKind;
     use ash::vk;
 
-    fn tagged(generation: u32) -> BindingRecord {
+    /// A bind of buffer 1 at 0x1000 on render device `generation`.
+    pub(in crate::index) fn tagged(generation: u32) -> BindingRecord {
         BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0x1000, 64)
             .with_device_generation(generation_tag(generation))
     }

@@ -400,6 +400,26 @@ mod tests {
         (ring, shared, index)
     }
 
+    /// Starts a background drain on a thread of its own and returns once it has stopped after its
+    /// first chunk, holding `fold` as if preempted: its thread, and what makes it go on.
+    fn stalled_background_drain(
+        shared: &Arc<SharedConsumer>,
+        index: &SharedIndex,
+    ) -> (std::thread::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
+        let (entered, stalled) = std::sync::mpsc::channel();
+        let (resume, resumed) = std::sync::mpsc::channel();
+        *shared.stall.lock().unwrap() = Some(Stall {
+            entered,
+            resume: resumed,
+        });
+        let background = {
+            let (shared, index) = (shared.clone(), index.clone());
+            std::thread::spawn(move || drain_and_fold(&shared, &index, Drainer::Background))
+        };
+        stalled.recv().unwrap();
+        (background, resume)
+    }
+
     /// The background thread, preempted at the lowest priority while it folds, must not keep a
     /// crash's flush waiting for its whole drain: with one waiting, it stops after the chunk in
     /// hand, and the next folder goes on with the rest, in order.
@@ -474,17 +494,7 @@ mod tests {
             push_pair(&ring);
         }
         shared.stage();
-        let (entered, stalled) = std::sync::mpsc::channel();
-        let (resume, resumed) = std::sync::mpsc::channel();
-        *shared.stall.lock().unwrap() = Some(Stall {
-            entered,
-            resume: resumed,
-        });
-        let background = {
-            let (shared, index) = (shared.clone(), index.clone());
-            std::thread::spawn(move || drain_and_fold(&shared, &index, Drainer::Background))
-        };
-        stalled.recv().unwrap();
+        let (background, resume) = stalled_background_drain(&shared, &index);
         let urgent_stop = Arc::new(AtomicBool::new(false));
         let urgent = {
             let (shared, index, stop) = (shared.clone(), index.clone(), urgent_stop.clone());
@@ -540,17 +550,7 @@ mod tests {
             .unwrap();
         }
         shared.stage();
-        let (entered, stalled) = std::sync::mpsc::channel();
-        let (resume, resumed) = std::sync::mpsc::channel();
-        *shared.stall.lock().unwrap() = Some(Stall {
-            entered,
-            resume: resumed,
-        });
-        let background = {
-            let (shared, index) = (shared.clone(), index.clone());
-            std::thread::spawn(move || drain_and_fold(&shared, &index, Drainer::Background))
-        };
-        stalled.recv().unwrap();
+        let (background, resume) = stalled_background_drain(&shared, &index);
         let free = shared.claims.try_lock().is_ok();
         resume.send(()).unwrap();
         background.join().unwrap();

@@ -252,16 +252,8 @@ fn fold_due(pending: usize, fold_at: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::record::generation_tag;
-    use crate::capture::BindingKind;
-    use crate::capture::BindingRecord;
-    use ash::vk;
+    use crate::index::devices::tests::tagged;
     use std::time::Instant;
-
-    fn tagged(generation: u32) -> BindingRecord {
-        BindingRecord::new(BindingKind::Bind, vk::ObjectType::BUFFER, 1, 0x1000, 64)
-            .with_device_generation(generation_tag(generation))
-    }
 
     /// A hold asked for by a lost device's report ends with that device: the recovered device's
     /// index starts without it (it would otherwise hold every unbind once its freed ring is full,
