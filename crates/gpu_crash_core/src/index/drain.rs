@@ -55,7 +55,9 @@ struct Source {
 
 /// The ring holds a few frames' events; staged ones wait on a folder preempted for longer than that:
 /// up to four rings' worth (131,072 records, 15 MiB, at the default capacity of 32,768), then the
-/// ring fills and counts its drops, as always. Allocated only while a fold is held up.
+/// ring fills and counts its drops, as always. In a steady game `staged` and the fold's `chunk` each
+/// hold about a quarter ring (8,192 records, under 1 MiB); they grow past it only while the fold is
+/// held up.
 fn staged_limit(ring_capacity: usize) -> usize {
     ring_capacity.saturating_mul(4)
 }
