@@ -96,10 +96,7 @@ pub fn fold_drains(
     now: Instant,
 ) {
     staged.clear();
-    consumer.visit(usize::MAX, 0, |record, _| {
-        staged.push(*record);
-        true
-    });
+    consumer.copy_into(usize::MAX, staged);
     for (i, record) in staged.iter().enumerate() {
         if let Some(ahead) = staged.get(i + PREFETCH_AHEAD) {
             index.prefetch(ahead);

@@ -428,6 +428,16 @@ impl RingConsumer {
         done.position.wrapping_sub(start) as usize
     }
 
+    /// Appends up to `max` records to `out`, in order and stamped, copied straight out of their slots
+    /// ([`Self::visit`]: the consumer's position published once, not once a record as
+    /// [`Self::drain`] does); returns how many. What the indexer copies the ring aside with.
+    pub fn copy_into(&mut self, max: usize, out: &mut Vec<BindingRecord>) -> usize {
+        self.visit(max, 0, |record, _| {
+            out.push(*record);
+            true
+        })
+    }
+
     /// Pops up to `max` records into `sink`; returns how many. Clears the half-full wake request so
     /// the next burst wakes the consumer again.
     pub fn drain(&mut self, max: usize, mut sink: impl FnMut(BindingRecord)) -> usize {

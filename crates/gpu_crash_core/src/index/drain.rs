@@ -35,7 +35,10 @@ pub(super) struct SharedConsumer {
     fold: Mutex<FoldState>,
     /// Callers waiting for `fold` now: the background thread gives it up between chunks while one
     /// waits, so a flush is not kept waiting for the lowest-priority thread's whole drain.
-    pub(super) waiting: AtomicUsize,
+    waiting: AtomicUsize,
+    /// The ring's capacity (fixed at its creation), so the urgent thread's every wake need not lock
+    /// `source` to learn it.
+    ring_capacity: usize,
     claims: Arc<Mutex<DeviceClaims>>,
     /// A cost measurement (`GPU_CRASH_REPORTER_COST_NO_FOLD`): drain and drop.
     no_fold: bool,
@@ -93,6 +96,7 @@ impl SharedConsumer {
     /// The consumer of `ring`, its index on no device yet, with its chunks allocated.
     pub(super) fn new(ring: RingConsumer, claims: Arc<Mutex<DeviceClaims>>, no_fold: bool) -> Self {
         Self {
+            ring_capacity: ring.ring().capacity(),
             source: Mutex::new(Source {
                 ring,
                 staged: Vec::new(),
@@ -155,17 +159,14 @@ impl SharedConsumer {
     pub(super) fn stage(&self) -> usize {
         let mut source = self.source();
         let Source { ring, staged } = &mut *source;
-        let room = staged_limit(ring.ring().capacity()).saturating_sub(staged.len());
-        ring.visit(room, 0, |record, _| {
-            staged.push(*record);
-            true
-        });
+        let room = staged_limit(self.ring_capacity).saturating_sub(staged.len());
+        ring.copy_into(room, staged);
         staged.len()
     }
 
     /// The ring's capacity.
     pub(super) fn ring_capacity(&self) -> usize {
-        self.source().ring.ring().capacity()
+        self.ring_capacity
     }
 
     /// Whether the ring's records are drained and dropped, not folded (a cost measurement).
@@ -190,12 +191,7 @@ impl SharedConsumer {
     /// ring is empty. For threads of normal priority.
     fn take_ring(&self, chunk: &mut Vec<BindingRecord>) -> bool {
         chunk.clear();
-        let mut source = self.source();
-        source.ring.visit(CHUNK, 0, |record, _| {
-            chunk.push(*record);
-            true
-        });
-        !chunk.is_empty()
+        self.source().ring.copy_into(CHUNK, chunk) > 0
     }
 }
 
