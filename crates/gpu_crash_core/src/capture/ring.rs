@@ -306,36 +306,6 @@ impl BindingRing {
     }
 }
 
-/// [`RingConsumer::visit`]'s progress: publishes the consumer's position when the call ends, by
-/// return or by a panic in its visitor (consuming the record in hand then).
-struct Consumed<'a> {
-    ring: &'a BindingRing,
-    /// The next position to read.
-    position: u64,
-    /// A record at `position` is being visited.
-    in_hand: bool,
-}
-
-impl Consumed<'_> {
-    /// Frees the slot of `position` (read) for the producers and moves past it.
-    #[inline(always)]
-    fn release(&mut self, position: u64) {
-        self.ring.release_slot(position);
-        self.position = position.wrapping_add(1);
-    }
-}
-
-impl Drop for Consumed<'_> {
-    fn drop(&mut self) {
-        if self.in_hand {
-            self.release(self.position);
-        }
-        // Relaxed: producers read `head` only to decide when to wake us (and `len` for a
-        // snapshot); a position published once per call is as good for both.
-        self.ring.head.0.store(self.position, Ordering::Relaxed);
-    }
-}
-
 /// The one consumer of a [`BindingRing`]. Not `Clone`: the ring's correctness needs a single reader.
 pub struct RingConsumer {
     ring: Arc<BindingRing>,
@@ -370,72 +340,44 @@ impl RingConsumer {
         Some(record)
     }
 
-    /// Hands up to `max` published records to `visit` in order, in place: no copy out of the ring
-    /// (a 120-byte record a binding event: the indexer's path). `visit` also gets the record `ahead`
-    /// positions later when it is already published (`ahead` below the capacity), to start loading
-    /// what folding it will touch. Each record is consumed once `visit` returns (its `sequence`
-    /// stamped first); `false` ends the call after it. The consumer's position is published once a
-    /// call, and on the way out of a panic in `visit` too, with the record it panicked on consumed:
-    /// the ring goes on after it (left behind, every later call would find the ring empty).
-    /// Returns how many records were consumed. Clears the half-full wake request so the next burst
-    /// wakes the consumer again.
-    pub fn visit(
-        &mut self,
-        max: usize,
-        ahead: u64,
-        mut visit: impl FnMut(&BindingRecord, Option<&BindingRecord>) -> bool,
-    ) -> usize {
+    /// Appends up to `max` records to `out`, in order and stamped, copied straight out of their slots
+    /// and the slots freed for the producers; returns how many. What the indexer copies the ring
+    /// aside with: one tight loop (no visitor, the room reserved once, the consumer's position
+    /// published once a call), as it runs on every event at the frame's priority.
+    pub fn copy_into(&mut self, max: usize, out: &mut Vec<BindingRecord>) -> usize {
         let ring = &*self.ring;
         ring.wake_requested.store(false, Ordering::Release);
-        let ahead = ahead.min(ring.mask);
         // Relaxed: only this consumer writes `head`.
         let start = ring.head.0.load(Ordering::Relaxed);
-        let mut done = Consumed {
-            ring,
-            position: start,
-            in_hand: false,
-        };
-        while done.position.wrapping_sub(start) < max as u64 {
-            let position = done.position;
+        // Relaxed: only a bound on how much room to reserve; each slot's sequence (Acquire, below)
+        // says whether its record is there.
+        let claimed = ring.tail.0.load(Ordering::Relaxed).wrapping_sub(start);
+        let want = claimed.min(ring.mask + 1).min(max as u64) as usize;
+        out.reserve(want);
+        let mut copied = 0;
+        for (n, place) in out.spare_capacity_mut()[..want].iter_mut().enumerate() {
+            let position = start.wrapping_add(n as u64);
             let slot = ring.slot_at(position);
             // Acquire: pairs with the producer's Release store, making the record's bytes visible.
             if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
-                break; // empty, or the producer of this position has not finished writing
+                break; // the producer of this position has not finished writing
             }
             // SAFETY: the sequence says the producer finished writing this slot and no producer
             // may touch it again until we release it below; this consumer is the only reader.
-            let record = unsafe { &mut *slot.record.get() };
+            let record = place.write(unsafe { *slot.record.get() });
             // Positions are claimed in total order and read in that order: this is its place.
             record.sequence = position;
-            let later_position = position.wrapping_add(ahead);
-            let later = ring.slot_at(later_position);
-            // Acquire, as above. A slot other than `slot` (`ahead` is below the capacity, and 0
-            // gives none), published and not yet consumed, so no producer writes it while we read.
-            let later = (ahead > 0
-                && later.sequence.load(Ordering::Acquire) == later_position.wrapping_add(1))
-            // SAFETY: as for `record`; only read, and released (a position later) after this
-            // shared reference has ended.
-            .then(|| unsafe { &*later.record.get() });
-            done.in_hand = true;
-            let go_on = visit(record, later);
-            done.in_hand = false;
-            done.release(position);
+            ring.release_slot(position);
             prefetch_slot(ring.slot_at(position.wrapping_add(CONSUMER_PREFETCH_AHEAD)));
-            if !go_on {
-                break;
-            }
+            copied = n + 1;
         }
-        done.position.wrapping_sub(start) as usize
-    }
-
-    /// Appends up to `max` records to `out`, in order and stamped, copied straight out of their slots
-    /// ([`Self::visit`]: the consumer's position published once, not once a record as
-    /// [`Self::drain`] does); returns how many. What the indexer copies the ring aside with.
-    pub fn copy_into(&mut self, max: usize, out: &mut Vec<BindingRecord>) -> usize {
-        self.visit(max, 0, |record, _| {
-            out.push(*record);
-            true
-        })
+        // SAFETY: the first `copied` places past the length were written above.
+        unsafe { out.set_len(out.len() + copied) };
+        // Relaxed: producers read `head` only to decide when to wake us (and `len` for a snapshot).
+        ring.head
+            .0
+            .store(start.wrapping_add(copied as u64), Ordering::Relaxed);
+        copied
     }
 
     /// Pops up to `max` records into `sink`; returns how many. Clears the half-full wake request so
@@ -529,101 +471,47 @@ mod tests {
         assert_eq!(ring.claimed(), 16);
     }
 
-    /// `visit` gives what `drain` gives, in order and stamped, up to `max`, with the published
-    /// record `ahead` positions later; it frees the slots it read for the producers, and `false`
-    /// ends it after the record that said so.
+    /// `copy_into` gives what `drain` gives, in order and stamped, up to `max`; it frees the slots it
+    /// read for the producers and stops at a position claimed but not yet written, taking it on a
+    /// later call once its producer publishes it.
     #[test]
-    fn visit_reads_in_order_in_place_with_the_record_ahead() {
+    fn copy_into_copies_in_order_up_to_max_and_stops_at_an_unwritten_slot() {
         let (ring, mut consumer) = BindingRing::with_capacity(8);
         for n in 0..6 {
             ring.push(record(n)).unwrap();
         }
-        let mut seen = Vec::new();
-        let visited = consumer.visit(4, 2, |r, ahead| {
-            seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
-            true
-        });
-        assert_eq!(visited, 4);
-        // Positions 4 and 5 are published; 6 and 7 are not, so the last two see nothing ahead.
-        assert_eq!(
-            seen,
-            vec![
-                (0, 0, Some(2)),
-                (1, 1, Some(3)),
-                (2, 2, Some(4)),
-                (3, 3, Some(5))
-            ]
-        );
+        let mut out = vec![record(99)];
+        assert_eq!(consumer.copy_into(4, &mut out), 4);
+        let seen = |out: &[BindingRecord]| -> Vec<(u64, u64)> {
+            out.iter().map(|r| (r.handle, r.sequence)).collect()
+        };
+        // Appended after what `out` held, stamped with their positions.
+        assert_eq!(seen(&out), vec![(99, 0), (0, 0), (1, 1), (2, 2), (3, 3)]);
         assert_eq!(ring.len(), 2);
         // The four slots read are free again: six more fit (2 waiting + 6 = 8).
         for n in 6..12 {
             ring.push(record(n)).unwrap();
         }
         assert_eq!(ring.dropped(), 0);
-        seen.clear();
-        // Stops after the record that says so; the rest stay for the next call.
-        let visited = consumer.visit(100, 0, |r, ahead| {
-            seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
-            r.handle != 6
-        });
-        assert_eq!(visited, 3);
-        assert_eq!(seen, vec![(4, 4, None), (5, 5, None), (6, 6, None)]);
-        seen.clear();
-        // An `ahead` past the capacity is cut below it (7 here), never the record's own slot.
-        assert_eq!(
-            consumer.visit(100, 100, |r, ahead| {
-                seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
-                true
-            }),
-            5
-        );
-        assert_eq!(
-            seen,
-            (7..12).map(|n| (n, n, None)).collect::<Vec<_>>(),
-            "positions 14 and on are not published"
-        );
+        out.clear();
+        assert_eq!(consumer.copy_into(usize::MAX, &mut out), 8);
+        assert_eq!(seen(&out), (4..12).map(|n| (n, n)).collect::<Vec<_>>());
         assert!(ring.is_empty());
-        assert_eq!(consumer.visit(100, 1, |_, _| true), 0);
-        // A full ring: the record 7 positions on (the cut) is published and seen.
-        for n in 12..20 {
-            ring.push(record(n)).unwrap();
-        }
-        seen.clear();
-        consumer.visit(1, 100, |r, ahead| {
-            seen.push((r.handle, r.sequence, ahead.map(|a| a.handle)));
-            true
-        });
-        assert_eq!(seen, vec![(12, 12, Some(19))]);
-    }
+        assert_eq!(consumer.copy_into(usize::MAX, &mut out), 0);
 
-    /// A visitor that panics (a bug in the fold) must not stall the ring: the record it panicked
-    /// on is consumed, the position published, and the next call goes on after it. Before, the
-    /// position stayed behind released slots and every later call found the ring empty.
-    #[test]
-    fn a_panicking_visitor_leaves_the_ring_going_on_after_its_record() {
-        let (ring, mut consumer) = BindingRing::with_capacity(8);
-        for n in 0..5 {
-            ring.push(record(n)).unwrap();
-        }
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            consumer.visit(100, 2, |r, _| {
-                assert_ne!(r.handle, 1, "the fold's bug");
-                true
-            })
-        }));
-        assert!(panicked.is_err());
-        assert_eq!(ring.len(), 3, "records 0 and 1 consumed");
-        let mut seen = Vec::new();
-        assert_eq!(
-            consumer.visit(100, 0, |r, _| {
-                seen.push(r.sequence);
-                true
-            }),
-            3
-        );
-        assert_eq!(seen, vec![2, 3, 4]);
+        // A producer that claimed position 12 and has not written it yet holds back 13 behind it.
+        let (position, slot) = ring.claim().unwrap();
+        assert_eq!(position, 12);
+        ring.push(record(13)).unwrap();
+        out.clear();
+        assert_eq!(consumer.copy_into(usize::MAX, &mut out), 0);
+        // SAFETY: this test won position 12, so it is the slot's only writer until it publishes.
+        unsafe { *slot.record.get() = record(12) };
+        slot.sequence.store(position + 1, Ordering::Release);
+        assert_eq!(consumer.copy_into(usize::MAX, &mut out), 2);
+        assert_eq!(seen(&out), vec![(12, 12), (13, 13)]);
         // Every slot is free again: a full lap fits.
-        for n in 5..13 {
+        for n in 14..22 {
             ring.push(record(n)).unwrap();
         }
         assert_eq!(ring.dropped(), 0);
