@@ -1441,11 +1441,16 @@ device47b() {
 # chunks out of the ring; a thread that finds the fold taken stages the ring aside) and of a base
 # tree (BASE48: a folder holding frame_base and fold_base), packed into .devrun/b48.tar.xz.
 build48() {
-    local base=${BASE48:?a folder with frame_base and fold_base of the base tree}
-    local stage=/tmp/gv-stage48
+    frame_and_fold_package 48 "${BASE48:?a folder with frame_base and fold_base of the base tree}"
+}
+
+# frame_overhead and the indexer_fold bench of this tree (frame_now, fold_now) and of a base tree
+# (folder $2 holding frame_base and fold_base), packed into .devrun/b$1.tar.xz.
+frame_and_fold_package() {
+    local stage=/tmp/gv-stage$1
     stage_frame_and_benches $stage fold:indexer_fold || return 1
-    cp "$base/frame_base" "$base/fold_base" $stage/
-    pack_stage 48 $stage
+    cp "$2/frame_base" "$2/fold_base" $stage/
+    pack_stage $1 $stage
 }
 
 # One frame_overhead process ($bin/$2) pinned to 2 cores (taskset -c 0,1) beside $3 busy loops
@@ -1503,6 +1508,62 @@ sixteen_core_batch() {
 # Batch 48c: this tree (batch 48b's package) on all 16 cores.
 device48c() {
     sixteen_core_batch 48b
+}
+
+# Batch 49 (issue 35, night): frame_overhead and indexer_fold of this tree (the ring's copy aside
+# as one tight loop) and of a base tree (BASE49: a folder holding frame_base and fold_base).
+build49() {
+    frame_and_fold_package 49 "${BASE49:?a folder with frame_base and fold_base of the base tree}"
+}
+
+# Batch 49: the fold's 4-frame drain (indexer_fold, base and now, 7 rounds, the order swapped);
+# ours inside one process pinned to 2 cores (--interleave 20), base and now, 7 rounds, the order
+# swapped; now on all 16 cores (7 processes); now on 2 cores beside 2 busy loops (7 processes, the
+# events each drops). Lines to $OUT as they come.
+device49() {
+    unpack_batch 49
+    local r order b
+    fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="base now"; else order="now base"; fi
+        for b in $order; do
+            ln -sf frame_$b $bin/frame_overhead
+            two_core_process $r $b X49=1
+        done
+    done
+    ln -sf frame_now $bin/frame_overhead
+    sixteen_core_rows
+    for r in $(seq 1 7); do
+        busy_two_core_process $r frame_now 2
+    done
+    tar -C $logs -czf "$OUT/run49-results.tar.gz" .
+}
+
+# Batch 49c: indexer_fold of base, now and a control (.devrun/b49c.tar.xz holding fold_ctl: now's
+# copy loop stamping the slot before copying it, as base did), 7 rounds, the order rotated; then
+# ours inside one process on all 16 cores, base and now, 7 rounds, the order swapped.
+device49c() {
+    unpack_batch 49
+    tar -C $bin -xJf .devrun/b49c.tar.xz
+    local r b order
+    for r in $(seq 1 7); do
+        for b in $(rotation $r fold_base fold_now fold_ctl); do
+            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
+                'churn_1000_buffers_4_frames_a_drain$' > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
+            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
+                | tee -a "$OUT/fold.txt"
+        done
+    done
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="base now"; else order="now base"; fi
+        for b in $order; do
+            ln -sf frame_$b $bin/frame_overhead
+            timeout -s KILL 60 $bin/frame_overhead --interleave 20 --frames 600 --warmup 60 \
+                > $logs/il16-$r-$b.out 2> $logs/il16-$r-$b.err
+            echo "16 cores round $r $b rc=$? $(grep -o 'frame_overhead_interleave.*' $logs/il16-$r-$b.out)" \
+                | tee -a "$OUT/interleave.txt"
+        done
+    done
 }
 
 # Batch 41 (issue 35): frame_overhead and the indexer_fold bench of this tree, and the indexer_fold
@@ -1641,6 +1702,9 @@ case "${1:-}" in
     device48) device48 ;;
     device48b) device48 48b ;;
     device48c) device48c ;;
+    build49) build49 ;;
+    device49) device49 ;;
+    device49c) device49c ;;
     device47) device47 ;;
     device47b) device47b ;;
     device42) device42 ;;
