@@ -1299,10 +1299,29 @@ bench_rounds() {
     for r in $(seq 1 7); do
         if [ $((r % 2)) -eq 1 ]; then order="$1_base $1_now"; else order="$1_now $1_base"; fi
         for b in $order; do
-            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
-                ${2:+"$2"} > $logs/$1-$r-$b.out 2> $logs/$1-$r-$b.err)
-            echo "$1 round $r $b rc=$? $(grep -m1 'time:' $logs/$1-$r-$b.out | sed 's/  */ /g')" \
-                | tee -a "$OUT/$1.txt"
+            bench_run $1 $r $b "$2"
+        done
+    done
+}
+
+# One criterion run of bench binary $bin/$3 (of bench $1, round $2) matching $4; its time line
+# copied to $OUT/$1.txt.
+bench_run() {
+    (cd /tmp && timeout -s KILL 30 $bin/$3 --bench --noplot --warm-up-time 1 --measurement-time 3 \
+        ${4:+"$4"} > $logs/$1-$2-$3.out 2> $logs/$1-$2-$3.err)
+    echo "$1 round $2 $3 rc=$? $(grep -m1 'time:' $logs/$1-$2-$3.out | sed 's/  */ /g')" \
+        | tee -a "$OUT/$1.txt"
+}
+
+# Ours inside one process pinned to 2 cores, frame_base and frame_now alternated, 7 rounds, the
+# order swapped each round; $1 tags the environment (an assignment no program reads).
+two_core_base_and_now() {
+    local r order b
+    for r in $(seq 1 7); do
+        if [ $((r % 2)) -eq 1 ]; then order="base now"; else order="now base"; fi
+        for b in $order; do
+            ln -sf frame_$b $bin/frame_overhead
+            two_core_process $r $b $1
         done
     done
 }
@@ -1487,13 +1506,7 @@ device48() {
             busy_two_core_process $r $b 2
         done
     done
-    for r in $(seq 1 7); do
-        if [ $((r % 2)) -eq 1 ]; then order="base now"; else order="now base"; fi
-        for b in $order; do
-            ln -sf frame_$b $bin/frame_overhead
-            two_core_process $r $b X48=1
-        done
-    done
+    two_core_base_and_now X48=1
     tar -C $logs -czf "$OUT/run$batch-results.tar.gz" .
 }
 
@@ -1522,15 +1535,9 @@ build49() {
 # events each drops). Lines to $OUT as they come.
 device49() {
     unpack_batch 49
-    local r order b
+    local r
     fold_rounds 'churn_1000_buffers_4_frames_a_drain$'
-    for r in $(seq 1 7); do
-        if [ $((r % 2)) -eq 1 ]; then order="base now"; else order="now base"; fi
-        for b in $order; do
-            ln -sf frame_$b $bin/frame_overhead
-            two_core_process $r $b X49=1
-        done
-    done
+    two_core_base_and_now X49=1
     ln -sf frame_now $bin/frame_overhead
     sixteen_core_rows
     for r in $(seq 1 7); do
@@ -1548,10 +1555,7 @@ device49c() {
     local r b order
     for r in $(seq 1 7); do
         for b in $(rotation $r fold_base fold_now fold_ctl); do
-            (cd /tmp && timeout -s KILL 30 $bin/$b --bench --noplot --warm-up-time 1 --measurement-time 3 \
-                'churn_1000_buffers_4_frames_a_drain$' > $logs/fold-$r-$b.out 2> $logs/fold-$r-$b.err)
-            echo "fold round $r $b rc=$? $(grep -m1 'time:' $logs/fold-$r-$b.out | sed 's/  */ /g')" \
-                | tee -a "$OUT/fold.txt"
+            bench_run fold $r $b 'churn_1000_buffers_4_frames_a_drain$'
         done
     done
     for r in $(seq 1 7); do
