@@ -36,6 +36,11 @@
 //! (16,384 live: the object table 256 KiB instead of 4 MiB), so the freed ring keeps the teardown
 //! hold's threshold of the defaults.
 //!
+//! `FRAME_OVERHEAD_FLUSH_EVERY=<frames>` times what a crash's first step waits for, every that many
+//! frames: folding every event published so far (`GpuCrashReporter::index_stats`), which waits for
+//! the lowest-priority fold thread when it holds the fold. After the result line, a line
+//! `frame_overhead_flush flushes=.. median_us=.. p99_us=.. max_us=..` (with `--frames` only).
+//!
 //! `--interleave <block>`: one process, everything on, our capture switched to the floor and back
 //! every `block` frames (`GPU_CRASH_REPORTER_COST_INTERLEAVE`): ours as the ratio of the two states'
 //! frame time and CPU time within one process, each block pair's ratio and their median. On a host
@@ -207,6 +212,18 @@ fn main() -> AppExit {
     } else {
         app.insert_resource(FrameTimes::new(args.plugin, args.warmup, args.frames))
             .add_systems(First, time_frame);
+        let flush_every = std::env::var("FRAME_OVERHEAD_FLUSH_EVERY").ok();
+        if let Some(every) = flush_every
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &u64| n > 0)
+        {
+            app.insert_resource(FlushWaits {
+                every,
+                frame: 0,
+                waits_us: Vec::new(),
+            })
+            .add_systems(Update, time_flush);
+        }
     }
     if args.scene {
         app.add_systems(Startup, scene);
@@ -223,12 +240,56 @@ fn main() -> AppExit {
 fn time_frame(
     mut times: ResMut<FrameTimes>,
     reporter: Option<Res<GpuCrashReporter>>,
+    flushes: Option<Res<FlushWaits>>,
     mut exit: MessageWriter<AppExit>,
 ) {
     let marker_buffers = reporter.as_ref().map_or(0, |r| r.marker_command_buffers());
     if let Some(summary) = times.frame_started(Instant::now(), marker_buffers) {
         println!("{}", summary.line("frame_overhead", reporter.as_deref()));
+        if let Some(flushes) = flushes {
+            println!("{}", flushes.line());
+        }
         exit.write(AppExit::Success);
+    }
+}
+
+/// `FRAME_OVERHEAD_FLUSH_EVERY`: how long folding everything published took, each time it was asked.
+#[derive(Resource)]
+struct FlushWaits {
+    every: u64,
+    frame: u64,
+    waits_us: Vec<f64>,
+}
+
+impl FlushWaits {
+    /// `frame_overhead_flush flushes=.. median_us=.. p99_us=.. max_us=..`
+    fn line(&self) -> String {
+        let mut waits = self.waits_us.clone();
+        waits.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            waits
+                .get(((waits.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+        };
+        format!(
+            "frame_overhead_flush flushes={} median_us={:.1} p99_us={:.1} max_us={:.1}",
+            waits.len(),
+            at(0.5).unwrap_or(0.0),
+            at(0.99).unwrap_or(0.0),
+            at(1.0).unwrap_or(0.0),
+        )
+    }
+}
+
+/// Every `every` frames, times the fold of everything published (a crash's first step).
+fn time_flush(mut flushes: ResMut<FlushWaits>, reporter: Option<Res<GpuCrashReporter>>) {
+    flushes.frame += 1;
+    let Some(reporter) = reporter else { return };
+    if flushes.frame.is_multiple_of(flushes.every) {
+        let started = Instant::now();
+        let _ = reporter.index_stats();
+        let waited = started.elapsed().as_secs_f64() * 1e6;
+        flushes.waits_us.push(waited);
     }
 }
 
