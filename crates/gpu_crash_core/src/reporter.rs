@@ -421,11 +421,16 @@ impl CrashReporter {
     }
 
     /// What the address index has seen so far (binding events, binds, unbinds, overflows).
+    ///
+    /// Folds every event published first, as a crash's report does: it waits while the
+    /// lowest-priority fold thread holds the index, which on a machine kept busy by other programs
+    /// measured up to 284 ms (BENCHMARKS.md, 2026-12-06 night). Keep it off a frame's critical path.
     pub fn index_stats(&self) -> IndexStats {
         self.index().stats().clone()
     }
 
-    /// GPU address ranges live now and freed ranges remembered: `(live, freed)`.
+    /// GPU address ranges live now and freed ranges remembered: `(live, freed)`. Waits as
+    /// [`Self::index_stats`] does.
     pub fn indexed_ranges(&self) -> (usize, usize) {
         let index = self.index();
         (index.live_len(), index.freed_len())
