@@ -14,7 +14,7 @@ const FORM: &str = "expected http(s)://PUBLIC_KEY@HOST[:PORT]/PROJECT_ID";
 /// pastes this string into a config file, and "invalid url" does not say which part to fix.
 ///
 /// Its `Debug` leaves out the secret key (a DSN sits in settings that get logged); envelopes on disk
-/// name it without its secret too (see [`super::build_envelope`]).
+/// name it without its secret too (see `build_envelope` in `deliver`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Dsn(sentry::types::Dsn);
 

@@ -215,7 +215,7 @@ impl Outbox {
         &self.inner.settings
     }
 
-    /// Builds the envelope for `report` (see [`build_envelope`]) and writes it into the outbox
+    /// Builds the envelope for `report` (see `build_envelope`) and writes it into the outbox
     /// atomically. Nothing is sent; call [`Self::flush`]. Drops the oldest envelopes if the outbox
     /// is over its bounds (never the one just written).
     pub fn enqueue(
