@@ -13,6 +13,7 @@
 //! whole record, as crossbeam's `ArrayQueue` copies its value (BENCHMARKS.md compares the two).
 
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
@@ -319,25 +320,42 @@ impl RingConsumer {
 
     /// Takes the oldest published record, if any.
     pub fn pop(&mut self) -> Option<BindingRecord> {
-        let ring = &*self.ring;
         // Relaxed: only this consumer writes `head`.
-        let position = ring.head.0.load(Ordering::Relaxed);
+        let position = self.ring.head.0.load(Ordering::Relaxed);
+        let mut record = MaybeUninit::uninit();
+        if !self.take_into(position, &mut record) {
+            return None;
+        }
+        self.ring
+            .head
+            .0
+            .store(position.wrapping_add(1), Ordering::Relaxed);
+        // SAFETY: `take_into` returned true, so it wrote the record.
+        Some(unsafe { record.assume_init() })
+    }
+
+    /// Writes the record at `position` (the next one this consumer reads) into `place` once its
+    /// producer has published it, and says whether it did: copied out, then stamped with its place
+    /// (the copy, not the slot: a copy that read back a stamp just stored in the slot stalled on
+    /// every record, BENCHMARKS.md 2026-12-06 night), its slot freed for the producers. The caller
+    /// publishes the consumer's position. Written into `place`, not returned: returned in an
+    /// `Option`, the record went through the stack (43 more instructions an event, callgrind).
+    #[inline(always)]
+    fn take_into(&self, position: u64, place: &mut MaybeUninit<BindingRecord>) -> bool {
+        let ring = &*self.ring;
         let slot = ring.slot_at(position);
         // Acquire: pairs with the producer's Release store, making the record's bytes visible.
         if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
-            return None; // empty, or the producer of this position has not finished writing
+            return false; // empty, or the producer of this position has not finished writing
         }
         // SAFETY: the sequence says the producer finished writing this slot and no producer may
-        // touch it again until we release it below.
-        let mut record = unsafe { *slot.record.get() };
+        // touch it again until we release it below; this consumer is the only reader.
+        let record = place.write(unsafe { *slot.record.get() });
         // Positions are claimed in total order and read in that order: this is the record's place.
         record.sequence = position;
         ring.release_slot(position);
-        ring.head
-            .0
-            .store(position.wrapping_add(1), Ordering::Relaxed);
         prefetch_slot(ring.slot_at(position.wrapping_add(CONSUMER_PREFETCH_AHEAD)));
-        Some(record)
+        true
     }
 
     /// Appends up to `max` records to `out`, in order and stamped, copied straight out of their slots
@@ -356,19 +374,9 @@ impl RingConsumer {
         out.reserve(want);
         let mut copied = 0;
         for (n, place) in out.spare_capacity_mut()[..want].iter_mut().enumerate() {
-            let position = start.wrapping_add(n as u64);
-            let slot = ring.slot_at(position);
-            // Acquire: pairs with the producer's Release store, making the record's bytes visible.
-            if slot.sequence.load(Ordering::Acquire) != position.wrapping_add(1) {
+            if !self.take_into(start.wrapping_add(n as u64), place) {
                 break; // the producer of this position has not finished writing
             }
-            // SAFETY: the sequence says the producer finished writing this slot and no producer
-            // may touch it again until we release it below; this consumer is the only reader.
-            let record = place.write(unsafe { *slot.record.get() });
-            // Positions are claimed in total order and read in that order: this is its place.
-            record.sequence = position;
-            ring.release_slot(position);
-            prefetch_slot(ring.slot_at(position.wrapping_add(CONSUMER_PREFETCH_AHEAD)));
             copied = n + 1;
         }
         // SAFETY: the first `copied` places past the length were written above.
