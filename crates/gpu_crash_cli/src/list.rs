@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use gpu_crash_core::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYTES};
-use gpu_crash_core::{session_files, user_data_dir, Outbox, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
+use gpu_crash_core::{
+    envelope_report_id, outbox_dir_of, session_files, user_data_dir, Outbox, DEFAULT_OUTBOX_NAME,
+    REPORTS_DIR_NAME,
+};
 
 use crate::error::CliError;
 use crate::error::CliResult;
@@ -46,24 +49,28 @@ pub fn run(dir: Option<&Path>) -> CliResult {
 }
 
 /// The reports and outbox of `dir`: a game's data folder (holding `gpu-crash-reports`), a report
-/// folder (its outbox as [`outbox_dir_for`] says), or an outbox itself.
+/// folder, or an outbox itself; the outbox where the game keeps it ([`outbox_dir_of`]).
 fn place_of(dir: &Path) -> Place {
-    if dir.join(REPORTS_DIR_NAME).is_dir() || dir.join(OUTBOX_DIR_NAME).is_dir() {
+    if dir.join(REPORTS_DIR_NAME).is_dir() {
+        let reports = dir.join(REPORTS_DIR_NAME);
         return Place {
-            reports: dir.join(REPORTS_DIR_NAME),
-            outbox: dir.join(OUTBOX_DIR_NAME),
+            outbox: outbox_dir_of(&reports),
+            reports,
         };
     }
-    if dir.file_name().is_some_and(|n| n == OUTBOX_DIR_NAME) {
-        let game = dir.parent().unwrap_or(Path::new("."));
+    let is_outbox = dir.file_name().is_some_and(|n| n == DEFAULT_OUTBOX_NAME)
+        && dir
+            .parent()
+            .is_some_and(|reports| outbox_dir_of(reports) == dir);
+    if is_outbox {
         return Place {
-            reports: game.join(REPORTS_DIR_NAME),
+            reports: dir.parent().unwrap_or(Path::new(".")).to_owned(),
             outbox: dir.to_owned(),
         };
     }
     Place {
         reports: dir.to_owned(),
-        outbox: outbox_dir_for(dir),
+        outbox: outbox_dir_of(dir),
     }
 }
 
@@ -75,25 +82,10 @@ fn every_game() -> Vec<Place> {
     let mut games: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.join(REPORTS_DIR_NAME).is_dir() || p.join(OUTBOX_DIR_NAME).is_dir())
+        .filter(|p| p.join(REPORTS_DIR_NAME).is_dir())
         .collect();
     games.sort();
     games.iter().map(|g| place_of(g)).collect()
-}
-
-/// The outbox the plugin uses for reports in `report_dir`: `gpu-crash-outbox` beside a
-/// `gpu-crash-reports` folder (the plugin's default layout), else one inside the folder.
-pub fn outbox_dir_for(report_dir: &Path) -> PathBuf {
-    match report_dir.parent() {
-        Some(game)
-            if report_dir
-                .file_name()
-                .is_some_and(|n| n == REPORTS_DIR_NAME) =>
-        {
-            game.join(OUTBOX_DIR_NAME)
-        }
-        _ => report_dir.join(OUTBOX_DIR_NAME),
-    }
 }
 
 /// `gpu-crash-*.json` files of `dir`, oldest first (names start with the time).
@@ -281,12 +273,9 @@ fn envelopes(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The report id of an envelope named `<timestamp ms>-<id>.envelope`.
+/// The report id of an outbox envelope (its name says it, see the core's outbox naming).
 fn envelope_id(path: &Path) -> String {
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    stem.split_once('-')
-        .map(|(_, id)| id.to_owned())
-        .unwrap_or_default()
+    envelope_report_id(path).unwrap_or_default()
 }
 
 /// The time of an envelope named `<timestamp ms>-<id>.envelope`, as RFC 3339 UTC.
@@ -383,14 +372,14 @@ mod tests {
     }
 
     #[test]
-    fn the_outbox_sits_beside_the_plugins_report_folder() {
+    fn the_outbox_is_where_the_game_keeps_it() {
         assert_eq!(
-            outbox_dir_for(Path::new("/d/game/gpu-crash-reports")),
-            Path::new("/d/game/gpu-crash-outbox")
+            outbox_dir_of(Path::new("/d/game/gpu-crash-reports")),
+            Path::new("/d/game/gpu-crash-reports/outbox")
         );
-        assert_eq!(
-            outbox_dir_for(Path::new("/tmp/reports")),
-            Path::new("/tmp/reports/gpu-crash-outbox")
-        );
+        let p = Path::new("/x/00000001796214185821-warning-18ed6f49.envelope");
+        assert_eq!(envelope_id(p), "18ed6f49");
+        let p = Path::new("/x/00000001796214185821-18ed6f49+77aa.envelope");
+        assert_eq!(envelope_id(p), "18ed6f49");
     }
 }

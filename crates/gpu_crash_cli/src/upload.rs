@@ -14,8 +14,9 @@ use gpu_crash_core::{DeliverySettings, Dsn, Outbox, UploadState};
 
 use crate::error::CliError;
 use crate::error::CliResult;
-use crate::list::{outbox_dir_for, report_files};
+use crate::list::report_files;
 use crate::plain_text::escape_controls;
+use gpu_crash_core::outbox_dir_of;
 
 /// How long one run may keep sending (waits asked for by the server included).
 const FLUSH_BUDGET: Duration = Duration::from_secs(120);
@@ -26,8 +27,8 @@ pub struct UploadArgs {
     /// Sentry DSN; by default `SENTRY_DSN`.
     #[arg(long)]
     dsn: Option<String>,
-    /// The outbox to queue into; by default the game's own (`gpu-crash-outbox` beside
-    /// `gpu-crash-reports`), else `gpu-crash-outbox` inside the report's folder.
+    /// The outbox to queue into; by default the game's own (`outbox` inside the report's folder,
+    /// or where the folder's `gpu-crash-outbox.path` says the game keeps it).
     #[arg(long)]
     outbox: Option<PathBuf>,
     /// Reports (`gpu-crash-*.json`) or folders of reports.
@@ -56,7 +57,7 @@ pub fn run(args: UploadArgs) -> CliResult {
         let dir = args
             .outbox
             .clone()
-            .unwrap_or_else(|| outbox_dir_for(path.parent().unwrap_or(Path::new("."))));
+            .unwrap_or_else(|| outbox_dir_of(path.parent().unwrap_or(Path::new("."))));
         let state = Outbox::state_of(&dir, &report);
         if state == UploadState::Sent {
             println!("already sent: {}", path.display());

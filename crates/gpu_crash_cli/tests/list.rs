@@ -62,7 +62,7 @@ fn lists_every_games_reports_with_kind_verdict_time_and_state() {
 
     // Release health: a session update waiting in the outbox, and a session file a killed run
     // left (no process holds it).
-    let outbox = data_home.join("my_game/gpu-crash-outbox");
+    let outbox = data_home.join("my_game/gpu-crash-reports/outbox");
     std::fs::create_dir_all(&outbox).unwrap();
     let session = r#"{"sid":"3f0c4f2a-8c1e-4b47-9d5e-2b1f6f2d9a10","started":"2026-12-05T10:00:00Z","init":true,"status":"exited","errors":0,"attrs":{"release":"my_game@1.0.0"}}"#;
     std::fs::write(

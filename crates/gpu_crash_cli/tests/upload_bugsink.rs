@@ -183,9 +183,9 @@ fn each_report_becomes_one_event_and_a_second_run_sends_nothing() {
     let (listing, stderr) = text(&output);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(listing.matches(" sent ").count(), 2, "{listing}");
-    // The envelopes went through the game's own outbox, beside its reports.
+    // The envelopes went through the game's own outbox, inside its report folder.
     assert_eq!(
-        std::fs::read_dir(game.join("gpu-crash-outbox/sent"))
+        std::fs::read_dir(game.join("gpu-crash-reports/outbox/sent"))
             .unwrap()
             .count(),
         2

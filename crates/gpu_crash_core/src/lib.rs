@@ -64,6 +64,8 @@ mod resolve;
 mod safe_fs;
 mod serde_hex;
 mod settings;
+#[cfg(all(target_os = "linux", any(test, feature = "test-support")))]
+mod test_permissions;
 mod time_box;
 mod vulkan;
 mod wgpu_device;
@@ -75,8 +77,9 @@ pub use assets::{
 pub use crash::{BreadcrumbRecorder, CrashLoopLimit, Mark, OnHang, WrittenReports};
 pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 pub use deliver::{
-    session_files, DeliverySettings, Dsn, DsnError, FlushSummary, Outbox, OutboxError,
-    SessionFileState, SessionTracking, UploadConsent, UploadState,
+    envelope_report_id, outbox_dir_of, session_files, DeliverySettings, Dsn, DsnError,
+    FlushSummary, Outbox, OutboxError, SessionFileState, SessionTracking, UploadConsent,
+    UploadState, DEFAULT_OUTBOX_NAME, OUTBOX_POINTER_NAME,
 };
 pub use pipelines::{
     DrawnEntity, PassPipelines, PipelineInfo, PipelineKind, PipelineLedger, PipelineUse,
@@ -103,6 +106,8 @@ pub mod test_support {
         allocator_names, object_type_name, AddressIndex, IndexSettings, IndexStats,
     };
     pub use crate::resolve::{fault_range, resolve, FaultAddress, ResolveContext};
+    #[cfg(target_os = "linux")]
+    pub use crate::test_permissions::drop_file_permission_override;
     pub use crate::vulkan::messenger::set_cost_floor_now;
 
     /// An asset map of `meshes` meshes, `images` images and `freed` freed meshes: what

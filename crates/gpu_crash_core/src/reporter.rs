@@ -91,8 +91,9 @@ impl CrashReporter {
         let report_dir = report_dir(settings.report_dir.as_deref(), &application_name);
         let mut delivery = settings.delivery.clone();
         if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
-            delivery.outbox_dir = report_dir.join("outbox");
+            delivery.outbox_dir = report_dir.join(crate::deliver::DEFAULT_OUTBOX_NAME);
         }
+        crate::deliver::record_outbox_dir(&report_dir, &delivery.outbox_dir);
         if in_temp_fallback(&report_dir) {
             tracing::warn!(
                 "GPU crash reporter: no data folder is known for this user (no HOME, none in the \

@@ -128,7 +128,9 @@ fn watch(handling: &CrashHandling, watched: &Watched<'_>, stop: &StopFlag) {
             let Some(live) = watched.session.upgrade() else {
                 break; // the session ended: the device is going
             };
-            resolve_into(handling, &live, &non_fatal, ring_at, &mut limiter);
+            resolve_into(&non_fatal, &mut limiter, |raw| {
+                handling.build_non_fatal(&live, raw, ring_at)
+            });
         }
         for pending in limiter.due(Instant::now()) {
             send(handling, pending);
@@ -153,12 +155,12 @@ type PendingReport = Pending<(CrashReport, Option<Vec<u8>>)>;
 
 /// Groups `reports` by what the driver said (address, access, vendor code), resolves the first of
 /// each group (at most [`MAX_RESOLVED_PER_DRAIN`]) and counts each into the limiter by fingerprint.
+/// A group whose fingerprint already has a report waiting is counted into it without building
+/// another: a storm at one address builds one report per window, not one per drain.
 fn resolve_into(
-    handling: &CrashHandling,
-    session: &DeviceSession,
     reports: &[KhrFaultReport],
-    ring_at: u64,
     limiter: &mut RateLimiter<(CrashReport, Option<Vec<u8>>)>,
+    mut build: impl FnMut(RawFaultInfo) -> (CrashReport, Option<Vec<u8>>),
 ) {
     let mut groups: Vec<(String, &KhrFaultReport, u64)> = Vec::new();
     for report in reports {
@@ -181,19 +183,24 @@ fn resolve_into(
     groups.truncate(MAX_RESOLVED_PER_DRAIN);
     let last = groups.len().saturating_sub(1);
     let now = Instant::now();
-    for (i, (_, first, mut count)) in groups.into_iter().enumerate() {
+    for (i, (driver_key, first, mut count)) in groups.into_iter().enumerate() {
+        let unresolved_here = if i == last { unresolved } else { 0 };
+        if limiter.count_if_waiting(&driver_key, count + unresolved_here, now) {
+            continue;
+        }
         let mut raw = RawFaultInfo::default();
         raw.add_khr_reports(std::slice::from_ref(first));
-        let (mut report, vendor_binary) = handling.build_non_fatal(session, raw, ring_at);
-        if i == last && unresolved > 0 {
-            count += unresolved;
+        let (mut report, vendor_binary) = build(raw);
+        if unresolved_here > 0 {
+            count += unresolved_here;
             report.notes.push(format!(
-                "{unresolved} more masked fault(s) at other addresses in the same drain were \
+                "{unresolved_here} more masked fault(s) at other addresses in the same drain were \
                  counted here without being resolved (at most {MAX_RESOLVED_PER_DRAIN} addresses \
                  are resolved per drain)"
             ));
         }
         let key = fingerprint(&report);
+        limiter.learn(driver_key, key.clone());
         limiter.add(key, (report, vendor_binary), count, first.flag_names(), now);
     }
 }
@@ -246,7 +253,13 @@ pub(crate) struct RateLimiter<T> {
     window: Duration,
     last_sent: HashMap<Vec<String>, Instant>,
     pending: Vec<(Vec<String>, Pending<T>)>,
+    /// The fingerprint each driver key (what the driver said of a fault) resolved to; at most
+    /// [`MAX_KNOWN_KEYS`], forgotten all at once past that (a fault then builds its report again).
+    known: HashMap<String, Vec<String>>,
 }
+
+/// Driver keys the limiter remembers: far more addresses than a storm at one bug touches.
+const MAX_KNOWN_KEYS: usize = 4096;
 
 impl<T> Default for RateLimiter<T> {
     fn default() -> Self {
@@ -261,6 +274,31 @@ impl<T> RateLimiter<T> {
             window,
             last_sent: HashMap::new(),
             pending: Vec::new(),
+            known: HashMap::new(),
+        }
+    }
+
+    /// Remembers that faults the driver described as `driver_key` have fingerprint `key`.
+    pub(crate) fn learn(&mut self, driver_key: String, key: Vec<String>) {
+        if self.known.len() >= MAX_KNOWN_KEYS {
+            self.known.clear();
+        }
+        self.known.insert(driver_key, key);
+    }
+
+    /// Counts `count` faults described as `driver_key` into the report of their fingerprint when one
+    /// is waiting; false when none is (the caller builds one).
+    pub(crate) fn count_if_waiting(&mut self, driver_key: &str, count: u64, now: Instant) -> bool {
+        let Some(key) = self.known.get(driver_key) else {
+            return false;
+        };
+        match self.pending.iter_mut().find(|(k, _)| k == key) {
+            Some((_, p)) => {
+                p.count = p.count.saturating_add(count);
+                p.last = now;
+                true
+            }
+            None => false,
         }
     }
 
@@ -324,6 +362,44 @@ impl<T> RateLimiter<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 51 item 10: a storm at one address over many drains builds one report while that
+    /// report waits under the limit (at af2f5bf each drain built a whole report, up to 5 a second,
+    /// and the limiter threw it away); once it is sent, the next fault builds the next one.
+    #[test]
+    fn a_storm_builds_one_report_while_it_waits() {
+        use crate::report::{hang_report_for_tests, CrashKind};
+        use crate::vulkan::fault::{FaultAccess, FaultAddress};
+        use vulkan_fault_ffi::DeviceFaultFlagsKHR;
+        let fault = KhrFaultReport {
+            flags: DeviceFaultFlagsKHR::MEMORY_ADDRESS,
+            description: "masked".into(),
+            address: Some(FaultAddress {
+                address: 0x1000,
+                precision: 1,
+                access: FaultAccess::Write,
+            }),
+            instruction: None,
+            vendor: None,
+        };
+        let drain = vec![fault; 100];
+        let mut limiter = RateLimiter::default();
+        let mut builds = 0;
+        let mut build = |_raw: RawFaultInfo| {
+            builds += 1;
+            let mut report = hang_report_for_tests();
+            report.kind = CrashKind::NonFatalFault;
+            (report, None)
+        };
+        for _ in 0..50 {
+            resolve_into(&drain, &mut limiter, &mut build);
+        }
+        let sent = limiter.take_all();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].count, 5_000);
+        resolve_into(&drain, &mut limiter, &mut build);
+        assert_eq!(builds, 2, "one build per report, not per drain");
+    }
 
     fn key(s: &str) -> Vec<String> {
         vec!["gpu-crash".into(), s.into()]

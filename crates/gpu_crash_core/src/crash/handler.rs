@@ -439,6 +439,8 @@ impl CrashHandling {
                     report.summary,
                     path.display()
                 );
+                self.outbox
+                    .keep_reports_in_budget(&self.settings.report_dir, Some(&path));
             }
             Err(err) => {
                 warn!(
@@ -473,7 +475,11 @@ impl CrashHandling {
             Upload::Now { release: None }
         };
         match persist(&self.settings.report_dir, report, vendor_binary) {
-            Ok(path) => self.reports.push(path),
+            Ok(path) => {
+                self.outbox
+                    .keep_reports_in_budget(&self.settings.report_dir, Some(&path));
+                self.reports.push(path);
+            }
             Err(why) => report.notes.push(why),
         }
         match upload {
@@ -586,7 +592,7 @@ impl CrashHandling {
         } else {
             upload_timeout
         };
-        let summary = self.outbox.flush(Instant::now() + budget);
+        let summary = self.outbox.flush(crate::deliver::deadline_in(budget));
         info!(
             "GPU crash reporter: at exit, {} envelope(s) sent ({held_count} held-back crash-loop              report(s), session ended: {session_ended})",
             summary.sent
@@ -623,8 +629,9 @@ impl CrashHandling {
             }
             return Delivery::Nothing;
         }
-        // The run's session ends with its first crash, its update in the crash's envelope.
-        let session = self.health.crash(report.event_id());
+        // The run's session ends with its first crash, its update in the crash's envelope; a fault
+        // the driver survived only counts as an error of it.
+        let session = self.health.report(report);
         let queued = self.outbox.enqueue_with_session(
             report,
             vendor_binary,

@@ -18,7 +18,7 @@
 use std::time::Instant;
 
 use crate::deliver::sentry_event::issue_fingerprint;
-use crate::report::{CrashReport, HangFollowUp};
+use crate::report::{CrashReport, FaultEntry, HangFollowUp, VendorInfo};
 
 /// A hang report written and sent; a later loss of its device joins it.
 pub(crate) struct ReportedHang {
@@ -75,5 +75,112 @@ impl ReportedHang {
         if loss.hang.is_none() {
             loss.hang = hang.hang;
         }
+        keep_hang_faults(loss, hang.faults, hang.description, hang.vendor_infos);
+    }
+}
+
+/// What the driver said at the hang stays in the one report: with `VK_KHR_device_fault` the hang's
+/// query already took the driver's reports, so the loss's query may find none of them left. The
+/// hang's faults come after the loss's own (the loss's are the later, fuller word), each address and
+/// access once; the loss's description wins, the hang's fills in.
+fn keep_hang_faults(
+    loss: &mut CrashReport,
+    faults: Vec<FaultEntry>,
+    description: Option<String>,
+    vendor_infos: Vec<VendorInfo>,
+) {
+    let had_faults = !loss.faults.is_empty();
+    for fault in faults {
+        let seen = loss
+            .faults
+            .iter()
+            .any(|f| f.address == fault.address && f.access == fault.access);
+        if !seen {
+            loss.faults.push(fault);
+        }
+    }
+    if !had_faults {
+        if let Some(first) = loss.faults.first() {
+            loss.summary = format!("{} (reported at the hang)", first.summary);
+        }
+    }
+    if loss.description.is_none() {
+        loss.description = description;
+    }
+    for info in vendor_infos {
+        if !loss.vendor_infos.contains(&info) {
+            loss.vendor_infos.push(info);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::ReportedHang;
+    use crate::report::{
+        hang_report_for_tests, CrashKind, FaultAccess, FaultEntry, FaultVerdict, VendorInfo,
+    };
+
+    fn fault(address: u64) -> FaultEntry {
+        FaultEntry {
+            address,
+            address_range: [address, address],
+            precision: 1,
+            access: FaultAccess::Write,
+            verdict: FaultVerdict::UseAfterFree,
+            culprit: None,
+            candidates: Vec::new(),
+            summary: format!("GPU fault: write at {address:#x}"),
+            nearby_events: Vec::new(),
+        }
+    }
+
+    /// Issue 51 item 5: the hang's query drained the driver's fault reports (KHR); the loss that
+    /// follows finds none. The merged report keeps the hang's faults, description and vendor infos.
+    #[test]
+    fn the_merged_report_keeps_what_the_driver_said_at_the_hang() {
+        let mut hang = hang_report_for_tests();
+        hang.faults = vec![fault(0x1000), fault(0x2000)];
+        hang.description = Some("page fault at the hang".into());
+        hang.vendor_infos = vec![VendorInfo {
+            description: "mmu".into(),
+            fault_code: 7,
+            fault_data: 1,
+        }];
+        let mut loss = hang_report_for_tests();
+        loss.kind = CrashKind::DeviceLost;
+        loss.hang = None;
+        loss.faults = vec![fault(0x2000), fault(0x3000)];
+        ReportedHang {
+            report: hang,
+            vendor_binary: None,
+            reported_at: Instant::now(),
+        }
+        .merge_into(&mut loss);
+        let addresses: Vec<u64> = loss.faults.iter().map(|f| f.address).collect();
+        assert_eq!(
+            addresses,
+            [0x2000, 0x3000, 0x1000],
+            "the loss's first, each once"
+        );
+        assert_eq!(loss.description.as_deref(), Some("page fault at the hang"));
+        assert_eq!(loss.vendor_infos.len(), 1);
+
+        // A loss whose query found nothing: the hang's faults are the report's.
+        let mut hang = hang_report_for_tests();
+        hang.faults = vec![fault(0x1000)];
+        let mut loss = hang_report_for_tests();
+        loss.kind = CrashKind::DeviceLost;
+        loss.faults.clear();
+        ReportedHang {
+            report: hang,
+            vendor_binary: None,
+            reported_at: Instant::now(),
+        }
+        .merge_into(&mut loss);
+        assert_eq!(loss.faults.len(), 1);
+        assert!(loss.summary.contains("0x1000"), "{}", loss.summary);
     }
 }

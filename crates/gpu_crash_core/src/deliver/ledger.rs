@@ -4,11 +4,17 @@
 //!
 //! Markers make a report go out once however often it is queued again (`sent/`), and tell the
 //! startup requeue which reports on disk the outbox already dealt with (both; see
-//! [`super::requeue`]). Each folder keeps the newest [`MAX_MARKERS`]. No symlink is followed: a
-//! marker is created new, a symlink in its place is removed first, and a folder that is a symlink is
-//! not written into.
+//! [`super::requeue`]). A marker lives as long as the report it stands for: no count trims it (a
+//! trimmed marker let a report be sent again at every launch, issue 51 item 1). The startup
+//! requeue removes the markers of reports no longer on disk ([`forget_gone`]), and a session's
+//! marker once its envelope is gone. No symlink is followed: a marker is created new, a symlink in
+//! its place is removed first, and a folder that is a symlink is not written into.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::envelope_name::{EnvelopeClass, EnvelopeName};
 
 use crate::safe_fs;
 
@@ -16,8 +22,6 @@ use crate::safe_fs;
 pub(crate) const SENT_DIR: &str = "sent";
 /// Subdirectory of markers of envelopes dropped unsent.
 pub(crate) const DROPPED_DIR: &str = "dropped";
-/// Markers kept per folder: far more than the outbox holds, a few bytes of metadata each.
-pub(crate) const MAX_MARKERS: usize = 1000;
 
 /// The marker of `envelope_name` in `outbox/<kind>`.
 pub(crate) fn marker(outbox: &Path, kind: &str, envelope_name: &str) -> PathBuf {
@@ -29,8 +33,8 @@ pub(crate) fn has(outbox: &Path, kind: &str, envelope_name: &str) -> bool {
     safe_fs::is_plain_file(&marker(outbox, kind, envelope_name))
 }
 
-/// Leaves the marker of `envelope_name` in `outbox/<kind>`, dropping the oldest beyond
-/// [`MAX_MARKERS`]. An existing marker is refreshed (its time is when the envelope last left).
+/// Leaves the marker of `envelope_name` in `outbox/<kind>`. An existing marker is refreshed (its
+/// time is when the envelope last left).
 pub(crate) fn record(outbox: &Path, kind: &str, envelope_name: &str) -> std::io::Result<()> {
     let dir = safe_fs::private_subdir(outbox, kind)?;
     let path = dir.join(envelope_name);
@@ -41,28 +45,45 @@ pub(crate) fn record(outbox: &Path, kind: &str, envelope_name: &str) -> std::io:
         _ => {}
     }
     drop(safe_fs::create_private_new(&path)?);
-    trim(&dir);
     Ok(())
 }
 
-/// Drops the oldest markers (by name: report time) beyond [`MAX_MARKERS`].
-fn trim(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut names: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
-        .collect();
-    if names.len() <= MAX_MARKERS {
-        return;
+/// Removes the markers (in `sent/` and `dropped/`) that stand for nothing any more: a report's
+/// whose id is not in `reports_on_disk`, a session's whose envelope is no longer in the outbox.
+/// Only markers older than `before` go: a process beside this one may have written a report and
+/// its marker after `reports_on_disk` was listed. Unreadable names go too (nothing reads them).
+/// Returns how many were removed.
+pub(crate) fn forget_gone(
+    outbox: &Path,
+    reports_on_disk: &HashSet<String>,
+    before: SystemTime,
+) -> usize {
+    let mut removed = 0;
+    for kind in [SENT_DIR, DROPPED_DIR] {
+        let Ok(entries) = std::fs::read_dir(outbox.join(kind)) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < before);
+            if !old {
+                continue;
+            }
+            let stands_for_something = match EnvelopeName::parse(&name) {
+                Some(n) if n.class == EnvelopeClass::Session => outbox.join(&name).exists(),
+                Some(n) => reports_on_disk.contains(&n.report_id),
+                None => false,
+            };
+            if !stands_for_something && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
     }
-    names.sort();
-    for old in &names[..names.len() - MAX_MARKERS] {
-        let _ = std::fs::remove_file(old);
-    }
+    removed
 }

@@ -22,21 +22,30 @@
 mod claim;
 mod dsn;
 pub(crate) mod envelope;
+pub(crate) mod envelope_name;
 mod event_breadcrumbs;
 mod event_size;
 mod exception;
 mod held;
+mod layout;
 mod ledger;
 mod outbox;
 mod privacy;
 mod release_health;
+mod report_budget;
 mod requeue;
 pub(crate) mod sentry_event;
 mod settings;
+#[cfg(test)]
+mod tests;
 mod transport;
 
 pub use dsn::{Dsn, DsnError};
+pub use envelope_name::envelope_report_id;
 pub(crate) use held::HeldEnvelope;
+pub(crate) use layout::record_outbox_dir;
+pub use layout::{outbox_dir_of, DEFAULT_OUTBOX_NAME, OUTBOX_POINTER_NAME};
+pub(crate) use outbox::deadline_in;
 pub use outbox::{FlushSummary, Outbox, OutboxError, UploadState};
 pub(crate) use release_health::ReleaseHealth;
 pub use release_health::{session_files, SessionFileState};

@@ -2,23 +2,25 @@
 //!
 //! - [`Outbox::enqueue`] writes the envelope atomically (temp file, fsync, rename) *before* any
 //!   send, so a crash during the upload loses nothing.
-//! - Files are named `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order,
-//!   and the same report enqueued twice is one file (and one Sentry event).
-//! - [`Outbox::flush`] sends oldest first until a deadline. A file is deleted only after a 2xx.
-//!   429 and 5xx (and network errors) are retried after `X-Sentry-Rate-Limits`/`Retry-After` or an
-//!   exponential backoff, as long as the deadline allows; other statuses move the file to `failed/`
-//!   and log the reason once. Only a file that is not an envelope (or is larger than any envelope
-//!   this outbox writes, see [`envelope_read_cap`]), or one the server rejected, goes to `failed/`: a
-//!   file that cannot be opened or read now (permissions, no file descriptors left, I/O error) stays
-//!   for the next flush, and this flush goes on with the newer ones.
+//! - Files are named after what they hold (see [`super::envelope_name`]): report time, class and
+//!   ids; the same report enqueued twice is one file (and one Sentry event).
+//! - [`Outbox::flush`] sends crash reports newest first (the crash that just happened goes before a
+//!   backlog), then warnings, then session updates, until a deadline. A file is deleted only after
+//!   a 2xx. 429 and 5xx (and network errors) are retried after `X-Sentry-Rate-Limits`/`Retry-After`
+//!   or an exponential backoff, as long as the deadline allows; other statuses move the file to
+//!   `failed/` and log the reason once. Only a file that is not an envelope (or is larger than any
+//!   envelope this outbox writes, see [`envelope_read_cap`]), or one the server rejected, goes to
+//!   `failed/`: a file that cannot be opened, read or deleted now (permissions, no file descriptors
+//!   left, an antivirus holding it) stays for the next flush, and this flush goes on with the rest.
 //! - Every file is claimed before it is read (see [`super::claim`]): any number of processes may
 //!   flush one outbox, each envelope is sent once, and nothing another process is sending is deleted.
 //! - Envelopes held back by a rule of their own (crash loop, a hang waiting for its loss) wait in
 //!   `held/` (see [`super::held`]).
-//! - The outbox (and `failed/`) is bounded in files and bytes; the oldest are dropped with a log line
-//!   and a marker in `dropped/` (see [`super::ledger`]).
-//! - A sent envelope leaves an empty marker of the same name in `sent/` (the newest
-//!   [`ledger::MAX_MARKERS`] are kept), so a report is uploaded once however often it is queued again
+//! - The outbox (and `failed/`) is bounded in files and bytes; what is worth least goes first
+//!   (session updates, then warnings, then crash reports, the oldest of each), with a log line and a
+//!   marker in `dropped/` (see [`super::ledger`]).
+//! - A sent envelope leaves an empty marker of the same name in `sent/`, kept as long as its report
+//!   is on disk, so a report is uploaded once however often it is queued again
 //!   ([`Outbox::state_of`], as `gpu-crash upload` checks before queueing).
 //! - Files are hostile input: only regular files are read, never through a symlink, at most
 //!   [`envelope_read_cap`] bytes; folders and envelopes are created owner-only (see
@@ -28,7 +30,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use tracing::{error, info, warn};
 
@@ -38,10 +40,13 @@ use sentry::Envelope;
 use super::claim::Claim;
 use super::dsn::Dsn;
 use super::envelope::{build_envelope, session_envelope, ENVELOPE_EXT};
+use super::envelope_name::{
+    envelope_file_name, session_envelope_name, EnvelopeClass, EnvelopeName,
+};
 use super::held::{self, HeldEnvelope, HELD_DIR};
 use super::ledger::{self, DROPPED_DIR, SENT_DIR};
 use super::settings::DeliverySettings;
-use super::transport::{HttpTransport, SendOutcome};
+use super::transport::{HttpTransport, SendOutcome, Transport};
 use crate::report::{write_atomically, write_atomically_locked, CrashReport};
 use crate::safe_fs;
 
@@ -145,7 +150,7 @@ struct Inner {
     settings: DeliverySettings,
     dsn: Option<Dsn>,
     dsn_error: Option<String>,
-    transport: HttpTransport,
+    transport: Arc<dyn Transport>,
     state: Mutex<State>,
 }
 
@@ -163,6 +168,15 @@ impl Outbox {
     /// Never fails: a bad `SENTRY_DSN` is logged (reports then stay on disk) and a directory that
     /// cannot be created is reported by [`Self::enqueue`].
     pub fn new(settings: DeliverySettings) -> Self {
+        Self::with_transport(settings, Arc::new(HttpTransport::new()))
+    }
+
+    /// [`Self::new`], sending through `transport` (a scripted one in tests and the lifetime
+    /// simulation).
+    pub(crate) fn with_transport(
+        settings: DeliverySettings,
+        transport: Arc<dyn Transport>,
+    ) -> Self {
         let (dsn, dsn_error) = match settings.resolve_dsn() {
             Ok(dsn) => (dsn, None),
             Err(e) => {
@@ -184,7 +198,7 @@ impl Outbox {
                 settings,
                 dsn,
                 dsn_error,
-                transport: HttpTransport::new(),
+                transport,
                 state: Mutex::new(State::default()),
             }),
         }
@@ -365,6 +379,12 @@ impl Outbox {
         }
     }
 
+    /// Keeps `report_dir` within the report budget ([`DeliverySettings::max_report_files`] and
+    /// bytes), never dropping `keep` (the report just written); see [`super::report_budget`].
+    pub(crate) fn keep_reports_in_budget(&self, report_dir: &Path, keep: Option<&Path>) {
+        super::report_budget::enforce(report_dir, &self.inner.dir, &self.inner.settings, keep);
+    }
+
     /// Where `report` stands in the outbox at `dir` (read only: nothing is created or sent).
     pub fn state_of(dir: &Path, report: &CrashReport) -> UploadState {
         let name = envelope_file_name(report);
@@ -435,7 +455,7 @@ impl Outbox {
                 std::thread::sleep(until - now);
                 continue;
             }
-            let mut claim = match self.claim_oldest(&skipped) {
+            let mut claim = match self.claim_next(&skipped) {
                 Ok(Some(claim)) => claim,
                 Ok(None) => break,
                 Err((path, e)) => {
@@ -458,8 +478,12 @@ impl Outbox {
             }
             let path = claim.path().to_owned();
             if ledger::has(&inner.dir, SENT_DIR, &file_name_of(&path)) {
-                // Sent by a flush that died before deleting it: the marker is written first.
-                let _ = std::fs::remove_file(&path);
+                // Sent by a flush that died before deleting it: the marker is written first. One
+                // that cannot be deleted now (an antivirus holds it) is left for the next flush,
+                // not claimed again and again until the deadline.
+                if std::fs::remove_file(&path).is_err() {
+                    skipped.insert(path);
+                }
                 continue;
             }
             let cap = envelope_read_cap(&inner.settings);
@@ -513,9 +537,11 @@ impl Outbox {
                     self.record_sent(&path);
                     if let Err(e) = std::fs::remove_file(&path) {
                         warn!(
-                            "GPU crash reporter: sent {} but cannot delete it: {e}",
+                            "GPU crash reporter: sent {} but cannot delete it: {e}; the next \
+                             flush deletes it unsent",
                             path.display()
                         );
+                        skipped.insert(path.clone());
                     }
                     summary.sent += 1;
                     let what = if event_id.is_empty() {
@@ -610,7 +636,7 @@ impl Outbox {
     /// [`Self::flush`] for at most [`DeliverySettings::upload_timeout`]: what a dying game calls
     /// right after [`Self::enqueue`].
     pub fn flush_at_crash(&self) -> FlushSummary {
-        self.flush(Instant::now() + self.inner.settings.upload_timeout)
+        self.flush(deadline_in(self.inner.settings.upload_timeout))
     }
 
     /// Flushes on a new thread (`gpu-crash-upload`) for at most `budget`: at startup, to send what
@@ -622,7 +648,7 @@ impl Outbox {
         let outbox = self.clone();
         std::thread::Builder::new()
             .name("gpu-crash-upload".to_owned())
-            .spawn(move || outbox.flush(Instant::now() + budget))
+            .spawn(move || outbox.flush(deadline_in(budget)))
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -658,13 +684,13 @@ impl Outbox {
         }
     }
 
-    /// Claims the oldest pending envelope no other flush (of any process) holds. `Err` names a file
-    /// that cannot be opened now: the flush ends and leaves it.
-    fn claim_oldest(
+    /// Claims the next pending envelope in [`send_order`] that no other flush (of any process)
+    /// holds. `Err` names a file that cannot be opened now: the flush ends and leaves it.
+    fn claim_next(
         &self,
         skipped: &HashSet<PathBuf>,
     ) -> Result<Option<Claim>, (PathBuf, std::io::Error)> {
-        for path in self.pending() {
+        for path in send_order(self.pending()) {
             if skipped.contains(&path) {
                 continue;
             }
@@ -729,8 +755,9 @@ impl Outbox {
                 (p, len)
             })
             .collect();
-        // Session updates go first: a count on a chart is worth less than a crash report.
-        files.sort_by_key(|(p, _)| !is_session_envelope(p));
+        // By worth: session updates first (a count on a chart), then warnings (faults the driver
+        // survived), then crash reports; the oldest of each first.
+        files.sort_by_key(|(p, _)| drop_rank(p));
         let mut total: u64 = files.iter().map(|(_, l)| l).sum();
         let mut i = 0;
         while (files.len() > settings.max_outbox_files || total > settings.max_outbox_bytes)
@@ -754,7 +781,7 @@ impl Outbox {
             match removed {
                 Ok(()) => warn!(
                     "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
-                     dropped the oldest crash report {}",
+                     dropped {}",
                     dir.display(),
                     files.len(),
                     total,
@@ -773,13 +800,21 @@ impl Outbox {
     }
 }
 
+/// `budget` from now; a budget too large for the clock (a setting of `Duration::MAX`) is a day.
+pub(crate) fn deadline_in(budget: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(budget)
+        .unwrap_or_else(|| now + Duration::from_secs(24 * 3600))
+}
+
 /// The largest outbox file read: an event, the report JSON, the vendor binary and the report page
 /// at their limits, plus 1 MiB for headers; never under 64 MiB, so that envelopes written under
 /// larger limits by an earlier run still go out.
 pub(crate) fn envelope_read_cap(settings: &DeliverySettings) -> u64 {
     const FLOOR: u64 = 64 * 1024 * 1024;
-    let limits =
-        settings.max_event_bytes as u64 + 3 * settings.max_attachment_bytes as u64 + 1024 * 1024;
+    let limits = (settings.max_event_bytes as u64)
+        .saturating_add((settings.max_attachment_bytes as u64).saturating_mul(3))
+        .saturating_add(1024 * 1024);
     limits.max(FLOOR)
 }
 
@@ -819,6 +854,32 @@ fn stamped_for_sending(
     Ok((event_id.unwrap_or_default(), body))
 }
 
+/// The order a flush sends `pending` in: crash reports newest first (the crash that just happened
+/// goes out before a backlog of older ones, within a crash's short upload time), then warnings
+/// newest first, then session updates oldest first. A name that does not read as an outbox name
+/// goes last (it is not one of ours; the flush moves it to `failed/`).
+fn send_order(mut pending: Vec<PathBuf>) -> Vec<PathBuf> {
+    pending.sort_by_cached_key(|p| match EnvelopeName::of(p) {
+        Some(n) => match n.class {
+            EnvelopeClass::Crash => (0u8, u128::MAX - n.time_ms),
+            EnvelopeClass::Warning => (1, u128::MAX - n.time_ms),
+            EnvelopeClass::Session => (2, n.time_ms),
+        },
+        None => (3, 0),
+    });
+    pending
+}
+
+/// Where `path` stands when the outbox is over its bounds: lowest goes first. Sessions, then
+/// warnings, then crash reports ([`EnvelopeClass`]'s order), each oldest first; a name that does not
+/// read as ours first of all.
+fn drop_rank(path: &Path) -> (u8, EnvelopeClass, u128) {
+    match EnvelopeName::of(path) {
+        Some(n) => (1, n.class, n.time_ms),
+        None => (0, EnvelopeClass::Session, 0),
+    }
+}
+
 /// `*.envelope` files of `dir` (not temp files), sorted by name = oldest first.
 fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -842,42 +903,3 @@ fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
 
 /// Subdirectory of rejected envelopes.
 pub(crate) const FAILED_DIR: &str = "failed";
-
-/// `<report timestamp ms, 20 digits>-<event id>.envelope`: name order is age order. The event id is
-/// the report id, except for a loss that follows its hang report (a second event of one report).
-pub(crate) fn envelope_file_name(report: &CrashReport) -> String {
-    format!(
-        "{:020}-{}.{ENVELOPE_EXT}",
-        report.timestamp_ms,
-        sanitize(report.event_id())
-    )
-}
-
-/// What a session envelope's name has between its time and its session id.
-const SESSION_MARK: &str = "-session-";
-
-/// `<session start ms, 20 digits>-session-<sid>.envelope`: one file per session, and a name no
-/// report id can have (the startup requeue reads ids out of names).
-pub(crate) fn session_envelope_name(update: &SessionUpdate<'_>) -> String {
-    let started_ms = update
-        .started
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!(
-        "{started_ms:020}{SESSION_MARK}{}.{ENVELOPE_EXT}",
-        update.session_id.simple()
-    )
-}
-
-/// Whether `path` is a session update's own envelope (see [`session_envelope_name`]).
-pub(crate) fn is_session_envelope(path: &Path) -> bool {
-    file_name_of(path).contains(SESSION_MARK)
-}
-
-/// Keeps an id usable as part of a file name.
-pub(crate) fn sanitize(id: &str) -> String {
-    id.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .take(64)
-        .collect()
-}

@@ -30,11 +30,11 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use super::claim::Claim;
-use super::envelope::ENVELOPE_EXT;
+use super::envelope_name::{sanitize, EnvelopeName};
 use super::ledger::SENT_DIR;
-use super::outbox::{sanitize, Outbox, FAILED_DIR};
+use super::outbox::{Outbox, FAILED_DIR};
 use super::settings::{SessionTracking, UploadConsent};
-use crate::report::write_atomically_locked;
+use crate::report::{write_atomically_locked, CrashKind, CrashReport};
 use crate::safe_fs;
 
 /// Extension of session files in the outbox folder.
@@ -246,6 +246,25 @@ impl ReleaseHealth {
         }
     }
 
+    /// `report` is about to be queued: a crash (a loss, a hang) ends the running session `crashed`
+    /// (see [`Self::crash`]); a fault the driver survived is an error of the session, which goes on
+    /// (Sentry counts it `errored` when it ends, not crashed).
+    pub(crate) fn report(&self, report: &CrashReport) -> Option<CrashedSession> {
+        if report.kind == CrashKind::NonFatalFault {
+            self.error();
+            return None;
+        }
+        self.crash(report.event_id())
+    }
+
+    /// Counts an error in the running session (its file says so at once, so a kill keeps it).
+    pub(crate) fn error(&self) {
+        if let Some(session) = self.running().as_mut() {
+            session.file.errors = session.file.errors.saturating_add(1);
+            session.save();
+        }
+    }
+
     /// A GPU crash report of event `event_id` is about to be queued: the running session ends
     /// `crashed` (its file says so first). `None` when no session runs (off, or ended by an
     /// earlier crash of this run: a hang whose loss follows is one crash).
@@ -366,13 +385,14 @@ fn session_paths(dir: &Path) -> Vec<PathBuf> {
 
 /// Whether the envelope of crash event `event_id` is in the outbox, in `failed/` or marked sent.
 fn crash_envelope_exists(dir: &Path, event_id: &str) -> bool {
-    let suffix = format!("-{}.{ENVELOPE_EXT}", sanitize(event_id));
+    let event_id = sanitize(event_id);
     [dir.to_owned(), dir.join(FAILED_DIR), dir.join(SENT_DIR)]
         .iter()
         .filter_map(|d| std::fs::read_dir(d).ok())
         .flatten()
         .filter_map(Result::ok)
-        .any(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+        .filter_map(|e| EnvelopeName::parse(&e.file_name().to_string_lossy()))
+        .any(|name| name.event_id == event_id)
 }
 
 /// A session file in an outbox folder, as `gpu-crash list` shows it.
@@ -417,6 +437,7 @@ pub fn session_files(dir: &Path) -> Vec<SessionFileState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deliver::envelope::ENVELOPE_EXT;
     use crate::deliver::DeliverySettings;
     use crate::report::hang_report_for_tests;
 
@@ -449,6 +470,31 @@ mod tests {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    /// Issue 51 item 2: a fault the driver survived is an error of the session, not its end: the
+    /// session goes on, and a real crash later in the run still ends it `crashed`.
+    #[test]
+    fn a_fault_the_driver_survived_does_not_end_the_session() {
+        let outbox = outbox("survived", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        assert!(health.start());
+        let mut warning = hang_report_for_tests();
+        warning.kind = CrashKind::NonFatalFault;
+        assert!(health.report(&warning).is_none(), "no crashed session");
+        assert!(health.report(&warning).is_none());
+        let crash = hang_report_for_tests();
+        let crashed = health
+            .report(&crash)
+            .expect("the session ends with the crash");
+        assert_eq!(crashed.update().status, SessionStatus::Crashed);
+        assert_eq!(
+            crashed.update().errors,
+            2,
+            "both survived faults were counted"
+        );
+        crashed.queue_alone();
+        assert_eq!(queued(&outbox), [SessionStatus::Crashed]);
     }
 
     /// A live run's session (its file locked) is left alone; once its process is gone (the lock

@@ -2,13 +2,15 @@
 //! between writing the report and queuing it, or no DSN was configured then) is queued again by the
 //! outbox's startup flush.
 //!
-//! A report is left alone when the outbox already dealt with its id:
-//! - an envelope of that id waits in the outbox, in `held/` (a crash-loop report, or a provisional
-//!   hang report that is rewritten under the same id) or in `failed/`;
-//! - `sent/` holds its marker;
-//! - `dropped/` holds a marker written after the report file (dropped over the outbox's bounds, or
-//!   discarded for a later report). A report rewritten after its envelope was discarded, as a hang
-//!   report merged into its loss report is, is queued.
+//! A report is left alone when the outbox dealt with it after its file was last written: an
+//! envelope of its id waits in the outbox, in `held/` (a crash-loop report, or a provisional hang
+//! report) or in `failed/`, or `sent/` or `dropped/` holds its marker (see
+//! [`super::envelope_name`] for how names tie them to the report). A report written again after all
+//! of these (a hang report merged into its loss report, a second event of its own) is read, and
+//! queued unless its own envelope name is among them.
+//!
+//! Markers of reports no longer on disk are then removed (see [`super::ledger`]): they can never
+//! bring a report back, and nothing else bounds them.
 //!
 //! Only the newest [`DeliverySettings::max_outbox_files`] reports are looked at, and no more are
 //! queued than the outbox has room for: a requeue never pushes out what is already queued. Reports
@@ -20,14 +22,15 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
 use super::envelope::ENVELOPE_EXT;
+use super::envelope_name::{envelope_file_name, sanitize, EnvelopeName};
 use super::held::HELD_DIR;
-use super::ledger::{DROPPED_DIR, SENT_DIR};
-use super::outbox::{sanitize, FAILED_DIR};
+use super::ledger::{self, DROPPED_DIR, SENT_DIR};
+use super::outbox::FAILED_DIR;
 use super::outbox::{FlushSummary, Outbox};
 use super::release_health::ReleaseHealth;
 use super::settings::DeliverySettings;
@@ -47,7 +50,7 @@ impl Outbox {
         std::thread::Builder::new()
             .name("gpu-crash-upload".to_owned())
             .spawn(move || {
-                let deadline = Instant::now() + budget;
+                let deadline = super::outbox::deadline_in(budget);
                 // Sessions first: one that says `crashed` checks whether its crash envelope reached
                 // the outbox, which the requeue would then fill in without the session's update.
                 ReleaseHealth::close_abandoned(&outbox);
@@ -57,11 +60,17 @@ impl Outbox {
     }
 
     /// Queues the reports of `report_dir` written before `written_before` that the outbox never
-    /// dealt with (see the module docs). Returns how many.
+    /// dealt with (see the module docs), then removes the markers of reports no longer on disk.
+    /// Returns how many were queued.
     pub(crate) fn requeue_unqueued(&self, report_dir: &Path, written_before: SystemTime) -> usize {
         let settings: &DeliverySettings = self.settings();
+        self.keep_reports_in_budget(report_dir, None);
         let traces = Traces::of(self.dir());
         let mut reports = report_files(report_dir);
+        let on_disk: HashSet<String> = reports
+            .iter()
+            .filter_map(|(path, _)| id_in_name(path))
+            .collect();
         let newest = reports.len().saturating_sub(settings.max_outbox_files);
         reports.drain(..newest);
         let mut room = settings
@@ -79,7 +88,7 @@ impl Outbox {
             let Some(id) = id_in_name(&path) else {
                 continue;
             };
-            if traces.dealt_with(&id, modified) {
+            if traces.dealt_with_since(&id, modified) {
                 continue;
             }
             let mut report = match read_report(&path) {
@@ -89,8 +98,10 @@ impl Outbox {
                     continue;
                 }
             };
-            // The name is only a hint: the id that names the envelope is the report's own.
-            if sanitize(&report.id) != id && traces.dealt_with(&sanitize(&report.id), modified) {
+            // Written again after the outbox last dealt with it (a hang report merged into its
+            // loss report is a second event of its own): queued unless that event's envelope is
+            // known. The name is only a hint: the envelope's name is the report's own.
+            if traces.knows(&envelope_file_name(&report)) {
                 continue;
             }
             let vendor_binary = read_vendor_binary(&path, &report).unwrap_or_else(|e| {
@@ -116,48 +127,56 @@ impl Outbox {
                  the outbox are queued for upload"
             );
         }
+        ledger::forget_gone(self.dir(), &on_disk, written_before);
         queued
     }
 }
 
-/// What the outbox holds of each report id.
+/// What the outbox holds of each report: envelopes pending, held or failed, and `sent/` and
+/// `dropped/` markers, by report id, with their file names and times.
 struct Traces {
-    /// Ids with an envelope pending, held or failed, or a `sent/` marker.
-    dealt_with: HashSet<String>,
-    /// Ids with a `dropped/` marker, and its newest time.
-    dropped: HashMap<String, SystemTime>,
+    by_report: HashMap<String, Vec<(String, SystemTime)>>,
 }
 
 impl Traces {
     fn of(outbox: &Path) -> Self {
-        let mut dealt_with = HashSet::new();
+        let mut by_report: HashMap<String, Vec<(String, SystemTime)>> = HashMap::new();
         for dir in [
             outbox.to_owned(),
             outbox.join(HELD_DIR),
             outbox.join(FAILED_DIR),
             outbox.join(SENT_DIR),
+            outbox.join(DROPPED_DIR),
         ] {
-            dealt_with.extend(envelope_ids(&dir).into_iter().map(|(id, _)| id));
+            for (name, time) in envelope_names(&dir) {
+                if let Some(parsed) = EnvelopeName::parse(&name) {
+                    by_report
+                        .entry(parsed.report_id)
+                        .or_default()
+                        .push((name, time));
+                }
+            }
         }
-        let mut dropped: HashMap<String, SystemTime> = HashMap::new();
-        for (id, time) in envelope_ids(&outbox.join(DROPPED_DIR)) {
-            let newest = dropped.entry(id).or_insert(time);
-            *newest = (*newest).max(time);
-        }
-        Self {
-            dealt_with,
-            dropped,
-        }
+        Self { by_report }
     }
 
-    /// Whether the outbox dealt with report `id`, whose file was last written at `modified`.
-    fn dealt_with(&self, id: &str, modified: SystemTime) -> bool {
-        self.dealt_with.contains(id) || self.dropped.get(id).is_some_and(|&t| t >= modified)
+    /// Whether the outbox dealt with report `id` after its file was last written (`modified`).
+    fn dealt_with_since(&self, id: &str, modified: SystemTime) -> bool {
+        self.by_report
+            .get(id)
+            .is_some_and(|traces| traces.iter().any(|(_, t)| *t >= modified))
+    }
+
+    /// Whether the outbox holds the envelope or a marker named `envelope_name`.
+    fn knows(&self, envelope_name: &str) -> bool {
+        EnvelopeName::parse(envelope_name)
+            .and_then(|n| self.by_report.get(&n.report_id))
+            .is_some_and(|traces| traces.iter().any(|(name, _)| name == envelope_name))
     }
 }
 
-/// The report ids (and file times) of the `<time>-<id>.envelope` files and markers in `dir`.
-fn envelope_ids(dir: &Path) -> Vec<(String, SystemTime)> {
+/// The `*.envelope` names (and file times) of the envelopes and markers in `dir`.
+fn envelope_names(dir: &Path) -> Vec<(String, SystemTime)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -166,9 +185,11 @@ fn envelope_ids(dir: &Path) -> Vec<(String, SystemTime)> {
         .filter_map(Result::ok)
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let id = name.strip_suffix(&suffix)?.split_once('-')?.1.to_owned();
+            if !name.ends_with(&suffix) {
+                return None;
+            }
             let time = e.metadata().and_then(|m| m.modified()).ok()?;
-            Some((id, time))
+            Some((name, time))
         })
         .collect()
 }
@@ -272,7 +293,7 @@ mod tests {
         let marker = crate::deliver::ledger::marker(
             outbox.dir(),
             crate::deliver::ledger::SENT_DIR,
-            &crate::deliver::outbox::envelope_file_name(&sent),
+            &crate::deliver::envelope_name::envelope_file_name(&sent),
         );
         std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
         std::fs::write(&marker, b"").unwrap();
@@ -301,18 +322,24 @@ mod tests {
         outbox.hold(&report, None).unwrap().discard();
         assert_eq!(outbox.requeue_unqueued(&reports, later()), 0);
 
-        // Rewritten under the same id and time after the discard: the merged report.
-        report.notes.push("merged".into());
-        let file = reports.join(report.file_name());
         let marker_time = std::fs::metadata(
             outbox
                 .dir()
                 .join("dropped")
-                .join(crate::deliver::outbox::envelope_file_name(&report)),
+                .join(crate::deliver::envelope_name::envelope_file_name(&report)),
         )
         .unwrap()
         .modified()
         .unwrap();
+        // Rewritten under the same id and time after the discard: the merged report, a second
+        // event of its own.
+        report.follows_hang = Some(crate::report::HangFollowUp {
+            hang_event_id: report.id.clone(),
+            event_id: "5eed".into(),
+            fingerprint: Vec::new(),
+            loss_after_ms: 1,
+        });
+        let file = reports.join(report.file_name());
         write_report(&reports, &mut report, None).unwrap();
         let f = std::fs::File::options().write(true).open(&file).unwrap();
         f.set_modified(marker_time + Duration::from_secs(1))

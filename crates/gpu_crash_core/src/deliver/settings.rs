@@ -88,6 +88,13 @@ pub struct DeliverySettings {
     pub max_outbox_files: usize,
     /// At most this many bytes of pending envelopes (and as many of failed ones).
     pub max_outbox_bytes: u64,
+    /// At most this many crash reports in the report folder (default 100): a crash loop or a
+    /// masked fault a minute must not fill the player's disk. Reports a server already has go
+    /// first, then warnings, then the oldest crashes; the newest report always stays.
+    pub max_report_files: usize,
+    /// At most this many bytes of reports and their vendor binaries in the report folder (default
+    /// 128 MiB: two full-size reports at the 64 MiB read limit, or hundreds of typical ones).
+    pub max_report_bytes: u64,
     /// At most this many breadcrumbs per event (default 200).
     pub max_breadcrumbs: usize,
     /// Upper bound of the event JSON (default 900 KiB: Sentry and Bugsink refuse events over 1 MiB).
@@ -115,6 +122,8 @@ impl Default for DeliverySettings {
             outbox_dir: default_outbox_dir(),
             max_outbox_files: 50,
             max_outbox_bytes: 64 * 1024 * 1024,
+            max_report_files: 100,
+            max_report_bytes: 128 * 1024 * 1024,
             max_breadcrumbs: 200,
             max_event_bytes: 900 * 1024,
             max_attachment_bytes: 8 * 1024 * 1024,

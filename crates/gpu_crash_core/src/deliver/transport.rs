@@ -75,6 +75,20 @@ pub enum SendOutcome {
 /// from [`server_wait`]; a lapsed one is retried soon, but not in a tight loop.
 const LAPSED_RATE_LIMIT: Duration = Duration::from_secs(1);
 
+/// Sends one envelope and says what the server answered. The outbox's policy (retries, backoff,
+/// `failed/`, the `sent/` record) reads only the [`SendOutcome`], so tests and the lifetime
+/// simulation script outcomes through this without a server where a server adds nothing.
+pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
+    /// POSTs `envelope` to `dsn`'s envelope endpoint, for at most `timeout`.
+    fn send(&self, dsn: &Dsn, envelope: &[u8], timeout: Duration) -> SendOutcome;
+}
+
+impl Transport for HttpTransport {
+    fn send(&self, dsn: &Dsn, envelope: &[u8], timeout: Duration) -> SendOutcome {
+        HttpTransport::send(self, dsn, envelope, timeout)
+    }
+}
+
 /// The blocking HTTPS client (see the module docs for the choice).
 #[derive(Clone, Debug)]
 pub struct HttpTransport {

@@ -1,0 +1,242 @@
+//! The report folder's budget: a game that crashes in a loop, or whose driver reports a masked
+//! fault a minute for months, must not fill the player's disk with reports.
+//!
+//! A report is its JSON file `gpu-crash-<time>-<id>.json` and its siblings of the same stem (the
+//! vendor binary `gpu-crash-<time>-<id>.vendor.bin`). When the folder holds more than
+//! [`DeliverySettings::max_report_files`] reports or [`DeliverySettings::max_report_bytes`] bytes,
+//! reports go, least worth first, until it is within both:
+//! 1. reports a server already has (their envelope's `sent/` marker is in the outbox): warnings,
+//!    then crashes, oldest first;
+//! 2. then reports still to be sent or kept only here: warnings (known by their outbox envelope's
+//!    name), then the rest, oldest first.
+//!
+//! The report just written is never dropped. An envelope pending in the outbox is self-contained,
+//! so dropping a report never loses an upload; the markers of dropped reports go at the next
+//! startup (see [`super::ledger::forget_gone`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use super::envelope_name::{EnvelopeClass, EnvelopeName};
+use super::ledger::SENT_DIR;
+use super::settings::DeliverySettings;
+
+/// One report on disk: its files and their bytes.
+#[derive(Debug)]
+struct OnDisk {
+    id: String,
+    time_ms: u128,
+    files: Vec<PathBuf>,
+    bytes: u64,
+}
+
+/// Drops reports of `report_dir` (see the module docs) until it is within `settings`' budget, never
+/// `keep` (a report's JSON path). Returns the report files dropped.
+pub(crate) fn enforce(
+    report_dir: &Path,
+    outbox_dir: &Path,
+    settings: &DeliverySettings,
+    keep: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut reports = reports_in(report_dir);
+    let mut total: u64 = reports.iter().map(|r| r.bytes).sum();
+    if reports.len() <= settings.max_report_files && total <= settings.max_report_bytes {
+        return Vec::new();
+    }
+    let outbox = outbox_classes(outbox_dir);
+    let keep_id = keep.and_then(report_id_of);
+    reports.sort_by_key(|r| {
+        let (sent, class) = outbox.get(&r.id).copied().unwrap_or((false, None));
+        let class_rank = match class {
+            Some(EnvelopeClass::Warning | EnvelopeClass::Session) => 0u8,
+            None => 1,
+            Some(EnvelopeClass::Crash) => 2,
+        };
+        (!sent, class_rank, r.time_ms)
+    });
+    let mut count = reports.len();
+    let mut dropped = Vec::new();
+    for report in reports {
+        if count <= settings.max_report_files && total <= settings.max_report_bytes {
+            break;
+        }
+        if Some(&report.id) == keep_id.as_ref() {
+            continue;
+        }
+        // The JSON last: a report whose sibling could not go still counts, and is tried again.
+        let (json, siblings): (Vec<&PathBuf>, Vec<&PathBuf>) = report
+            .files
+            .iter()
+            .partition(|f| f.extension().is_some_and(|e| e == "json"));
+        for file in siblings.into_iter().chain(json) {
+            if let Err(e) = std::fs::remove_file(file) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warn!("GPU crash reporter: cannot remove {}: {e}", file.display());
+                }
+            }
+        }
+        warn!(
+            "GPU crash reporter: {} holds {count} report(s), {total} bytes (limits {} reports, {} \
+             bytes): removed report {} ({})",
+            report_dir.display(),
+            settings.max_report_files,
+            settings.max_report_bytes,
+            report.id,
+            match outbox.get(&report.id) {
+                Some((true, _)) => "already sent",
+                _ => "not sent",
+            }
+        );
+        count -= 1;
+        total = total.saturating_sub(report.bytes);
+        dropped.push(report_dir.join(format!("gpu-crash-{}-{}.json", report.time_ms, report.id)));
+    }
+    dropped
+}
+
+/// The id in `gpu-crash-<time>-<id>.<anything>`.
+fn report_id_of(path: &Path) -> Option<String> {
+    parse_report_name(path.file_name()?.to_str()?).map(|(_, id)| id)
+}
+
+/// `(time, id)` of a report file name `gpu-crash-<time>-<id>.<ext...>`.
+fn parse_report_name(name: &str) -> Option<(u128, String)> {
+    let rest = name.strip_prefix("gpu-crash-")?;
+    let (time, rest) = rest.split_once('-')?;
+    let id = rest.split_once('.')?.0;
+    if id.is_empty() {
+        return None;
+    }
+    Some((time.parse().ok()?, id.to_owned()))
+}
+
+/// The reports of `dir` (regular files only), each with its siblings.
+fn reports_in(dir: &Path) -> Vec<OnDisk> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut by_id: HashMap<String, OnDisk> = HashMap::new();
+    for entry in entries.filter_map(Result::ok) {
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((time_ms, id)) = parse_report_name(&name) else {
+            continue;
+        };
+        let bytes = entry.metadata().map_or(0, |m| m.len());
+        let report = by_id.entry(id.clone()).or_insert_with(|| OnDisk {
+            id,
+            time_ms,
+            files: Vec::new(),
+            bytes: 0,
+        });
+        report.files.push(entry.path());
+        report.bytes = report.bytes.saturating_add(bytes);
+    }
+    // Siblings without their JSON (a kill between the two writes) are left for no one: they go too.
+    by_id.into_values().collect()
+}
+
+/// For each report id the outbox knows: whether a server has it, and the class its envelope names.
+fn outbox_classes(outbox: &Path) -> HashMap<String, (bool, Option<EnvelopeClass>)> {
+    let mut classes: HashMap<String, (bool, Option<EnvelopeClass>)> = HashMap::new();
+    for (dir, sent) in [
+        (outbox.join(SENT_DIR), true),
+        (outbox.to_owned(), false),
+        (outbox.join(super::held::HELD_DIR), false),
+        (outbox.join(super::outbox::FAILED_DIR), false),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Some(name) = EnvelopeName::parse(&entry.file_name().to_string_lossy()) else {
+                continue;
+            };
+            let known = classes.entry(name.report_id).or_insert((false, None));
+            known.0 |= sent;
+            known.1 = Some(name.class);
+        }
+    }
+    classes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deliver::tests::{fresh_dir, settings, ScriptedTransport};
+    use crate::deliver::Outbox;
+    use crate::report::{hang_report_for_tests, write_report, CrashKind};
+
+    /// Issue 51 item 4: a masked fault a minute and a crash loop do not grow the report folder
+    /// without bound; what goes first is what a server already has, then warnings; the newest
+    /// report always stays.
+    #[test]
+    fn the_report_folder_stays_within_its_budget_keeping_what_matters() {
+        let dir = fresh_dir("report-budget");
+        let reports = dir.join("reports");
+        let outbox = Outbox::with_transport(
+            DeliverySettings {
+                max_report_files: 10,
+                ..settings(&dir)
+            },
+            ScriptedTransport::accepting(),
+        );
+        // Two crashes, sent; then offline: crashes kept pending, warnings a minute apart.
+        let mut sent_crashes = Vec::new();
+        for i in 0..2u64 {
+            let mut r = hang_report_for_tests();
+            r.kind = CrashKind::DeviceLost;
+            r.timestamp_ms = 1_000 + i;
+            write_report(&reports, &mut r, Some(&[1, 2, 3])).unwrap();
+            outbox.enqueue(&r, None).unwrap();
+            sent_crashes.push(r.id);
+        }
+        outbox.flush(std::time::Instant::now() + std::time::Duration::from_secs(5));
+        let mut unsent_crashes = Vec::new();
+        let mut last = None;
+        for i in 0..40u64 {
+            let mut r = hang_report_for_tests();
+            r.kind = if i % 10 == 0 {
+                CrashKind::DeviceLost
+            } else {
+                CrashKind::NonFatalFault
+            };
+            r.timestamp_ms = 10_000 + i * 60_000;
+            let path = write_report(&reports, &mut r, None).unwrap();
+            // Offline: queued, not sent (a bound of the outbox of its own keeps crashes too).
+            std::fs::write(
+                outbox
+                    .dir()
+                    .join(crate::deliver::envelope_name::envelope_file_name(&r)),
+                b"x",
+            )
+            .unwrap();
+            enforce(&reports, outbox.dir(), outbox.settings(), Some(&path));
+            if r.kind == CrashKind::DeviceLost {
+                unsent_crashes.push(r.id.clone());
+            }
+            last = Some(r.id);
+        }
+        let left: Vec<String> = reports_in(&reports).into_iter().map(|r| r.id).collect();
+        assert_eq!(left.len(), 10, "{left:?}");
+        for id in &unsent_crashes {
+            assert!(
+                left.contains(id),
+                "unsent crash {id} dropped before warnings"
+            );
+        }
+        for id in &sent_crashes {
+            assert!(
+                !left.contains(id),
+                "a sent crash stays before unsent reports"
+            );
+        }
+        assert!(left.contains(&last.unwrap()), "the newest report stays");
+        let files = std::fs::read_dir(&reports).unwrap().count();
+        assert_eq!(files, 10, "no vendor binary left behind");
+    }
+}
