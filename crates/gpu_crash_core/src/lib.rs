@@ -74,11 +74,11 @@ pub use assets::{
     AssetKey, AssetMap, AssetName, AssetUsers, ImageTenant, ListedUsers, MeshData, MeshTenant,
     MeshUser, SharedAssetMap, Stamp,
 };
-pub use crash::{BreadcrumbRecorder, CrashLoopLimit, Mark, OnHang, WrittenReports};
+pub use crash::{BreadcrumbRecorder, Mark, OnHang, WrittenReports};
 pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 pub use deliver::{
-    envelope_report_id, outbox_dir_of, session_files, DeliverySettings, Dsn, DsnError,
-    FlushSummary, Outbox, OutboxError, SessionFileState, SessionTracking, UploadConsent,
+    envelope_report_id, outbox_dir_of, session_files, CrashLoopLimit, DeliverySettings, Dsn,
+    DsnError, FlushSummary, Outbox, OutboxError, SessionFileState, SessionTracking, UploadConsent,
     UploadState, DEFAULT_OUTBOX_NAME, OUTBOX_POINTER_NAME,
 };
 pub use pipelines::{

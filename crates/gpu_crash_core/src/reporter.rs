@@ -11,7 +11,7 @@ use crate::crash::{
     DeviceSessions, Watchdog, WrittenReports,
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
-use crate::deliver::{Outbox, ReleaseHealth, SessionTracking};
+use crate::deliver::Delivery;
 use crate::index::indexer::IndexerHandle;
 use crate::index::{AddressIndex, IndexStats};
 use crate::progress::GpuTimeline;
@@ -93,7 +93,6 @@ impl CrashReporter {
         if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
             delivery.outbox_dir = report_dir.join(crate::deliver::DEFAULT_OUTBOX_NAME);
         }
-        crate::deliver::record_outbox_dir(&report_dir, &delivery.outbox_dir);
         if in_temp_fallback(&report_dir) {
             tracing::warn!(
                 "GPU crash reporter: no data folder is known for this user (no HOME, none in the \
@@ -102,20 +101,12 @@ impl CrashReporter {
                 report_dir.display()
             );
         }
-        let outbox = Outbox::new(delivery);
-        if outbox.dsn().is_some() {
-            // Off this thread: reports an earlier run wrote but never queued (killed between the
-            // two) are queued, then what an earlier run could not upload is sent.
-            if let Err(err) =
-                outbox.spawn_startup_flush(report_dir.clone(), Duration::from_secs(60))
-            {
-                tracing::warn!("GPU crash reporter: could not start the upload thread: {err}");
-            }
-        }
-        let health = ReleaseHealth::new(outbox.clone(), &application.name, &application.version);
-        if outbox.settings().session_tracking == SessionTracking::PerRun {
-            health.start();
-        }
+        let delivery = Delivery::start(
+            delivery,
+            report_dir.clone(),
+            (&application.name, &application.version),
+            settings.crash_loop_limit,
+        );
         let setup = VulkanSetup::new(
             indexer.ring().clone(),
             ExtensionRequest {
@@ -133,11 +124,9 @@ impl CrashReporter {
                 hang_timeout: settings.hang_timeout,
                 on_hang: settings.on_hang,
                 loss_wait_after_hang: settings.loss_wait_after_hang,
-                crash_loop: settings.crash_loop_limit,
                 end_process_after_loss: settings.end_process_after_loss,
             },
-            outbox,
-            health,
+            delivery,
         );
         panic_hook::install(crash.clone());
         Ok(Self {
@@ -340,22 +329,13 @@ impl CrashReporter {
     /// (`crashed`), or a kill (`abnormal`, sent at the next launch). Returns false when sessions
     /// are off ([`crate::DeliverySettings::session_tracking`], no DSN, no release).
     pub fn start_session(&self) -> bool {
-        self.crash.health.start()
+        self.crash.delivery.start_session()
     }
 
     /// Ends the running release-health session `exited` and queues its update, sent off this
     /// thread (or, offline, at the next upload). Returns false when none runs.
     pub fn end_session(&self) -> bool {
-        let ended = self
-            .crash
-            .health
-            .end(sentry::protocol::SessionStatus::Exited);
-        if ended {
-            // Off the game's thread; what it cannot send waits for the next upload.
-            let outbox = &self.crash.outbox;
-            let _ = outbox.spawn_background_flush(outbox.settings().upload_timeout);
-        }
-        ended
+        self.crash.delivery.end_session()
     }
 
     /// The application is done with its device: the reporter lets go of its clone (and of the

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::crash::{CrashLoopLimit, OnHang};
+use crate::crash::OnHang;
+use crate::deliver::CrashLoopLimit;
 use crate::deliver::DeliverySettings;
 use crate::index::IndexSettings;
 

@@ -18,14 +18,13 @@
 //! - a report that cannot be written to disk, or queued, is sent from memory (consent permitting);
 //!   its notes say where it could not be written.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sentry::protocol::SessionStatus;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use super::crash_loop::{CrashLog, CrashLoopLimit, Upload};
 use super::earlier_hang;
 use super::exit::{exit_now, OnHang};
 use super::hang_then_loss::ReportedHang;
@@ -33,13 +32,12 @@ use super::loss_turns::{IndexOnLostDevice, LossClaim, LossTurns};
 use super::session::{DeviceSession, DeviceSessions, LossStart};
 use super::uploads::RunningUploads;
 use super::written::WrittenReports;
-use crate::data_dir::REPORT_DIR_ENV;
-use crate::deliver::{HeldEnvelope, Outbox, ReleaseHealth};
+use crate::deliver::{Delivery, Ticket};
 use crate::guard::guarded;
 use crate::index::indexer::IndexerHandle;
 use crate::index::{allocator_names, AddressIndex};
 use crate::progress::Stall;
-use crate::report::{self as report_model, write_report, CrashContext};
+use crate::report::{self as report_model, CrashContext};
 use crate::report::{ApplicationInfo, CrashKind, CrashReport};
 use crate::time_box::with_timeout;
 use crate::vulkan::fault::{FaultQueryError, RawFaultInfo};
@@ -58,9 +56,6 @@ const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 1_000);
 /// Time beyond the bounds above that a wait for the crash path allows: threads to start, envelopes
 /// to be stamped.
 const WAIT_MARGIN: Duration = Duration::from_secs(1);
-/// Longest upload at a clean exit for the session's `exited` update alone: a player quitting waits
-/// for nothing longer (what is not sent goes at the next launch).
-const EXIT_SESSION_UPLOAD: Duration = Duration::from_secs(2);
 
 /// A hang's note when the GPU had finished no frame of its device: the hang is in the first frames,
 /// or the GPU was still busy with work from outside this process. On the H100 host (driver
@@ -71,16 +66,6 @@ const NO_FRAME_COMPLETED_NOTE: &str =
      hang, or the GPU was still busy with work from before this process (on NVIDIA's Linux driver \
      an earlier process's endless shader kept the GPU busy for minutes after that process ended); \
      if an earlier run reported a hang shortly before, this report may be its consequence";
-
-/// What is left to send of a report that is on disk and in the outbox (or could not be).
-enum Delivery {
-    /// No DSN, or held back by the crash-loop limit: nothing to send now.
-    Nothing,
-    /// Queued: flush the outbox.
-    Flush,
-    /// Could not be queued: send it from memory.
-    FromMemory(Box<CrashReport>, Option<Vec<u8>>),
-}
 
 /// How the crash path reports and what it does after: the settings it was started with.
 #[derive(Clone, Debug)]
@@ -95,8 +80,6 @@ pub(crate) struct CrashSettings {
     pub on_hang: OnHang,
     /// With [`OnHang::Exit`], how long to wait for the loss a hang may become.
     pub loss_wait_after_hang: Duration,
-    /// Uploads of one crash per window.
-    pub crash_loop: CrashLoopLimit,
     /// End the process once the loss report is done when the app quits on a loss.
     pub end_process_after_loss: bool,
 }
@@ -108,12 +91,10 @@ pub(crate) struct CrashHandling {
     pub sessions: DeviceSessions,
     pub settings: Arc<CrashSettings>,
     pub reports: WrittenReports,
-    pub outbox: Outbox,
-    /// Release health: the session a crash ends `crashed` and a clean exit `exited`.
-    pub health: ReleaseHealth,
+    /// Everything after a report is built: disk, crash-loop limit, sessions, outbox, upload.
+    pub delivery: Delivery,
     /// Who uses each mesh (kept by the application), for reports naming a mesh.
     pub asset_users: crate::assets::AssetUsers,
-    log: Arc<Mutex<CrashLog>>,
     /// Loss reports and uploads running on threads of their own; the app's exit waits for them
     /// (bounded).
     work: RunningUploads,
@@ -126,18 +107,15 @@ impl CrashHandling {
         indexer: Arc<IndexerHandle>,
         sessions: DeviceSessions,
         settings: CrashSettings,
-        outbox: Outbox,
-        health: ReleaseHealth,
+        delivery: Delivery,
     ) -> Self {
         Self {
             indexer,
             sessions,
             settings: Arc::new(settings),
             reports: WrittenReports::default(),
-            outbox,
-            health,
+            delivery,
             asset_users: crate::assets::AssetUsers::default(),
-            log: Arc::default(),
             work: RunningUploads::default(),
             turns: LossTurns::default(),
         }
@@ -252,7 +230,7 @@ impl CrashHandling {
              threads",
             started.elapsed().as_millis()
         );
-        self.send(delivery, &report.id);
+        self.delivery.send(delivery, &report.id);
     }
 
     /// The watchdog saw a stall of `hang_timeout`: report it at once (once per stall, never for a
@@ -270,7 +248,7 @@ impl CrashHandling {
         // Always, even after a panic: a loss waiting for this report goes on.
         session.end_hang(reported);
         if let (Some(delivery), Some(id)) = (delivery, id) {
-            guarded("hang upload", || self.send(delivery, &id));
+            guarded("hang upload", || self.delivery.send(delivery, &id));
         }
         if let OnHang::Exit(code) = self.settings.on_hang {
             // A driver may still turn the hang into a loss with fault addresses: give it
@@ -285,7 +263,7 @@ impl CrashHandling {
     }
 
     /// Builds, writes and queues the hang report.
-    fn write_hang(&self, session: &Arc<DeviceSession>, stall: Stall) -> (ReportedHang, Delivery) {
+    fn write_hang(&self, session: &Arc<DeviceSession>, stall: Stall) -> (ReportedHang, Ticket) {
         let raw = query_fault_bounded(session, HANG_FAULT_WAIT, false);
         let cut = stalled_frame_cut(session, stall);
         let (mut report, vendor_binary) = self.build(
@@ -422,127 +400,27 @@ impl CrashHandling {
         (report, vendor_binary)
     }
 
-    /// Writes a non-fatal fault report and queues its (warning-level) event, then sends it within
-    /// the upload timeout. Not a crash: the crash-loop limit and the closing lines leave it out
-    /// (the fault watch rate-limits these per fingerprint).
+    /// Hands a non-fatal fault report to delivery (a warning-level event) and sends it within the
+    /// upload timeout. Not a crash: the crash-loop limit and the closing lines leave it out (the
+    /// fault watch rate-limits these per fingerprint).
     pub(crate) fn deliver_non_fatal(&self, report: &mut CrashReport, vendor_binary: Option<&[u8]>) {
-        match write_report(&self.settings.report_dir, report, vendor_binary) {
-            Ok(path) => {
-                warn!(
-                    "GPU fault the driver recovered from (non-fatal, the game goes on): {}; report \
-                     written to {}",
-                    report.summary,
-                    path.display()
-                );
-                eprintln!(
-                    "GPU fault the driver recovered from (non-fatal): {}\n  report: {}",
-                    report.summary,
-                    path.display()
-                );
-                self.outbox
-                    .keep_reports_in_budget(&self.settings.report_dir, Some(&path));
-            }
-            Err(err) => {
-                warn!(
-                    "GPU crash reporter: non-fatal fault report could not be written to {}: {err}",
-                    self.settings.report_dir.display()
-                );
-                report.notes.push(format!(
-                    "not saved on the player's machine: {} could not be written: {err}",
-                    self.settings.report_dir.display()
-                ));
-            }
-        }
-        let delivery = self.queue(report, vendor_binary);
-        self.send(delivery, &report.id);
+        let ticket = self.delivery.submit_non_fatal(report, vendor_binary);
+        self.delivery.send(ticket, &report.id);
     }
 
-    /// Counts the crash (unless `count` is off: a loss joining its hang report), writes the report
-    /// and queues its envelope, or holds it back under the crash-loop limit. What is left to send
-    /// is returned.
+    /// Hands a crash report to delivery (counted unless `count` is off: a loss joining its hang
+    /// report) and notes the file it wrote; the ticket says what is left to send.
     fn settle(
         &self,
         report: &mut CrashReport,
         vendor_binary: Option<&[u8]>,
         count: bool,
-    ) -> Delivery {
-        let upload = if count {
-            self.log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .count(report, self.settings.crash_loop)
-        } else {
-            Upload::Now { release: None }
-        };
-        match persist(&self.settings.report_dir, report, vendor_binary) {
-            Ok(path) => {
-                self.outbox
-                    .keep_reports_in_budget(&self.settings.report_dir, Some(&path));
-                self.reports.push(path);
-            }
-            Err(why) => report.notes.push(why),
+    ) -> Ticket {
+        let ticket = self.delivery.submit_crash(report, vendor_binary, count);
+        if let Some(path) = &ticket.written {
+            self.reports.push(path.clone());
         }
-        match upload {
-            Upload::Now { release } => {
-                if let Some(old) = release {
-                    // The previous window's held-back report goes first (oldest first).
-                    if let Err(err) = self.outbox.release(old) {
-                        error!("GPU crash reporter: {err}");
-                    }
-                }
-                self.queue(report, vendor_binary)
-            }
-            Upload::Hold { key, replaces } => self.hold(report, vendor_binary, key, replaces),
-        }
-    }
-
-    /// Queues a held-back report in place of the previous one; it is sent later (see
-    /// [`CrashLoopLimit`]). One that cannot be held back is queued to be sent now instead: over
-    /// the limit, but not lost.
-    fn hold(
-        &self,
-        report: &mut CrashReport,
-        vendor_binary: Option<&[u8]>,
-        key: Vec<String>,
-        replaces: Option<HeldEnvelope>,
-    ) -> Delivery {
-        warn!(
-            "GPU crash report held back: the same crash was uploaded {} time(s) in the last {} s \
-             (crash loop); it is sent, counting {} earlier loss(es), when the app exits or the crash \
-             recurs after the window",
-            self.settings.crash_loop.max_uploads.saturating_sub(1),
-            self.settings.crash_loop.window.as_secs(),
-            report.suppressed_duplicates
-        );
-        if self.outbox.dsn().is_none() {
-            return Delivery::Nothing;
-        }
-        // Held back, the crash's envelope cannot carry the session's end: it goes on its own.
-        if let Some(session) = self.health.crash(report.event_id()) {
-            session.queue_alone();
-        }
-        let (kept, delivery) = match self.outbox.hold(report, vendor_binary) {
-            Ok(held) => {
-                if let Some(old) = replaces {
-                    // The new one (queued above) counts the old one's losses too.
-                    old.discard();
-                }
-                (Some(held), Delivery::Nothing)
-            }
-            Err(err) => {
-                error!(
-                    "GPU crash report could not be held back in {}: {err}; it is queued to be sent \
-                     now instead",
-                    self.outbox.dir().display()
-                );
-                (replaces, self.queue(report, vendor_binary))
-            }
-        };
-        self.log
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keep_held(&key, kept);
-        delivery
+        ticket
     }
 
     /// The app is exiting: lets the crash path's threads finish, ends the release-health session
@@ -565,10 +443,6 @@ impl CrashHandling {
             }
         }
         self.wait_for_reports();
-        let held: Vec<HeldEnvelope> = {
-            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-            log.take_held()
-        };
         let status = if self.sessions.current().is_some_and(|s| s.is_lost()) {
             SessionStatus::Crashed
         } else if std::thread::panicking() {
@@ -576,27 +450,7 @@ impl CrashHandling {
         } else {
             SessionStatus::Exited
         };
-        let session_ended = self.health.end(status);
-        if held.is_empty() && !session_ended {
-            return;
-        }
-        let held_count = held.len();
-        for envelope in held {
-            if let Err(err) = self.outbox.release(envelope) {
-                error!("GPU crash reporter: {err}");
-            }
-        }
-        let upload_timeout = self.outbox.settings().upload_timeout;
-        let budget = if held_count == 0 {
-            upload_timeout.min(EXIT_SESSION_UPLOAD)
-        } else {
-            upload_timeout
-        };
-        let summary = self.outbox.flush(crate::deliver::deadline_in(budget));
-        info!(
-            "GPU crash reporter: at exit, {} envelope(s) sent ({held_count} held-back crash-loop              report(s), session ended: {session_ended})",
-            summary.sent
-        );
+        self.delivery.at_exit(status);
     }
 
     /// Waits for this run's loss reports and their uploads (from any thread; every waiter sees them
@@ -605,7 +459,7 @@ impl CrashHandling {
     pub(crate) fn wait_for_reports(&self) {
         let limit = REPORT_BOUND
             .saturating_mul(2)
-            .saturating_add(self.outbox.settings().upload_timeout)
+            .saturating_add(self.delivery.upload_timeout())
             .saturating_add(WAIT_MARGIN);
         if !self.work.wait(limit) {
             warn!(
@@ -613,68 +467,6 @@ impl CrashHandling {
                  send stays in the outbox for the next launch",
                 limit.as_millis()
             );
-        }
-    }
-
-    /// Queues the report for upload; one that cannot be queued is to be sent from memory.
-    fn queue(&self, report: &mut CrashReport, vendor_binary: Option<&[u8]>) -> Delivery {
-        if self.outbox.dsn().is_none() {
-            match self.outbox.dsn_error() {
-                Some(err) => error!("GPU crash report not uploaded: bad Sentry DSN: {err}"),
-                None => {
-                    info!(
-                        "GPU crash report not uploaded: no Sentry DSN configured (set SENTRY_DSN)"
-                    )
-                }
-            }
-            return Delivery::Nothing;
-        }
-        // The run's session ends with its first crash, its update in the crash's envelope; a fault
-        // the driver survived only counts as an error of it.
-        let session = self.health.report(report);
-        let queued = self.outbox.enqueue_with_session(
-            report,
-            vendor_binary,
-            session.as_ref().map(|s| s.update()),
-        );
-        match (&queued, session) {
-            (Ok(_), Some(session)) => session.queued_with_crash(),
-            (Err(_), Some(session)) => session.queue_alone(),
-            (_, None) => {}
-        }
-        match queued {
-            Ok(_) => Delivery::Flush,
-            Err(err) => {
-                error!("GPU crash report could not be queued for upload: {err}; sending it from memory");
-                report
-                    .notes
-                    .push(format!("not queued for a later upload: {err}"));
-                Delivery::FromMemory(Box::new(report.clone()), vendor_binary.map(<[u8]>::to_vec))
-            }
-        }
-    }
-
-    /// Sends what [`Self::settle`] left, on this thread, within `upload_timeout`. What does not go
-    /// out stays in the outbox for the next launch.
-    fn send(&self, delivery: Delivery, report_id: &str) {
-        match delivery {
-            Delivery::Nothing => {}
-            Delivery::Flush => flush_and_say(&self.outbox, report_id),
-            Delivery::FromMemory(report, vendor_binary) => {
-                match self
-                    .outbox
-                    .send_from_memory(&report, vendor_binary.as_deref())
-                {
-                    Ok(_) => eprintln!(
-                        "GPU crash report uploaded to Sentry from memory (event {}); no copy is on disk",
-                        report.event_id()
-                    ),
-                    Err(why) => error!(
-                        "GPU crash report {} is lost: not on disk, and not uploaded ({why})",
-                        report.id
-                    ),
-                }
-            }
         }
     }
 }
@@ -725,66 +517,4 @@ fn query_fault_bounded(
         info.add_khr_reports(&earlier);
         info
     })
-}
-
-/// Flushes the outbox (this report and any other waiting) within `upload_timeout` and says what
-/// happened.
-fn flush_and_say(outbox: &Outbox, report_id: &str) {
-    let summary = outbox.flush_at_crash();
-    if summary.sent > 0 {
-        info!("GPU crash report uploaded ({} envelope(s))", summary.sent);
-        eprintln!("GPU crash report uploaded to Sentry (event {report_id})");
-    } else {
-        warn!(
-            "GPU crash report not uploaded yet ({}); it stays in {} for the next launch",
-            summary
-                .last_error
-                .as_deref()
-                .or(summary.stopped.as_deref())
-                .unwrap_or("no attempt"),
-            outbox.dir().display()
-        );
-    }
-}
-
-/// Writes the report and prints the human lines; on failure logs why and returns it as a note for
-/// the report (the game keeps its own crash policy either way).
-fn persist(
-    dir: &Path,
-    report: &mut CrashReport,
-    vendor_binary: Option<&[u8]>,
-) -> Result<PathBuf, String> {
-    announce_summary(report);
-    match write_report(dir, report, vendor_binary) {
-        Ok(path) => {
-            eprintln!("GPU crash report written to {}", path.display());
-            tracing::error!("GPU crash report written to {}", path.display());
-            Ok(path)
-        }
-        Err(err) => {
-            tracing::error!(
-                "GPU crash report could NOT be written to {}: {err} (set {REPORT_DIR_ENV} to a writable directory)",
-                dir.display()
-            );
-            eprintln!(
-                "GPU crash report could NOT be written to {}: {err}",
-                dir.display()
-            );
-            Err(format!(
-                "not saved on the player's machine: {} could not be written: {err}",
-                dir.display()
-            ))
-        }
-    }
-}
-
-fn announce_summary(report: &CrashReport) {
-    for fault in &report.faults {
-        eprintln!("{}", fault.summary);
-        tracing::error!("{}", fault.summary);
-    }
-    if report.faults.is_empty() {
-        eprintln!("{}", report.summary);
-        tracing::error!("{}", report.summary);
-    }
 }

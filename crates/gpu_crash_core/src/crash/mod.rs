@@ -3,7 +3,6 @@
 
 mod breadcrumbs;
 mod closing;
-mod crash_loop;
 mod earlier_hang;
 mod exit;
 mod fault_watch;
@@ -19,7 +18,6 @@ mod watchdog;
 mod written;
 
 pub use breadcrumbs::{BreadcrumbRecorder, Mark};
-pub use crash_loop::CrashLoopLimit;
 pub(crate) use exit::exit_now;
 pub use exit::OnHang;
 pub(crate) use fault_watch::start as start_fault_watch;

@@ -20,12 +20,14 @@
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
 mod claim;
+mod crash_loop;
 mod dsn;
 pub(crate) mod envelope;
 pub(crate) mod envelope_name;
 mod event_breadcrumbs;
 mod event_size;
 mod exception;
+mod front_door;
 mod held;
 mod layout;
 mod ledger;
@@ -40,8 +42,10 @@ mod settings;
 mod tests;
 mod transport;
 
+pub use crash_loop::CrashLoopLimit;
 pub use dsn::{Dsn, DsnError};
 pub use envelope_name::envelope_report_id;
+pub(crate) use front_door::{Delivery, Ticket};
 pub(crate) use held::HeldEnvelope;
 pub(crate) use layout::record_outbox_dir;
 pub use layout::{outbox_dir_of, DEFAULT_OUTBOX_NAME, OUTBOX_POINTER_NAME};

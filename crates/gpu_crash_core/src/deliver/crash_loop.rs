@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::deliver::sentry_event::fingerprint;
-use crate::deliver::HeldEnvelope;
+use super::sentry_event::fingerprint;
+use super::HeldEnvelope;
 use crate::report::CrashReport;
 
 /// How many reports of one fingerprint may be uploaded within [`CrashLoopLimit::window`]: a game that
