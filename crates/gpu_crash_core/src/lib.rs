@@ -53,6 +53,7 @@ mod capture;
 mod crash;
 mod data_dir;
 mod deliver;
+mod fs_seam;
 mod guard;
 mod index;
 mod pipelines;

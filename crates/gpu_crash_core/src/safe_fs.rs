@@ -17,6 +17,10 @@ use std::path::Path;
 /// Creates `dir` and its missing parents, owner-only (`0700` on Unix). Existing folders are left
 /// as they are: the player or developer chose them.
 pub(crate) fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    crate::fs_seam::before_change()?;
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -50,6 +54,7 @@ pub(crate) fn is_plain_file(path: &Path) -> bool {
 /// Creates the file `path` for writing, owner-only (`0600` on Unix); fails if anything, a symlink
 /// included, already has the name.
 pub(crate) fn create_private_new(path: &Path) -> io::Result<File> {
+    crate::fs_seam::before_write()?;
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -58,6 +63,49 @@ pub(crate) fn create_private_new(path: &Path) -> io::Result<File> {
         options.mode(0o600);
     }
     options.open(path)
+}
+
+/// `std::fs::remove_file`, through the kill seam (see [`crate::fs_seam`]).
+pub(crate) fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
+    crate::fs_seam::before_change()?;
+    std::fs::remove_file(path)
+}
+
+/// `std::fs::rename`, through the kill seam (see [`crate::fs_seam`]).
+pub(crate) fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
+    crate::fs_seam::before_change()?;
+    std::fs::rename(from, to)
+}
+
+/// Empties the regular file `path` (never through a symlink), through the kill seam, keeping its
+/// modification time: what frees an envelope's bytes once it is its own marker, which still says
+/// when the envelope was written.
+pub(crate) fn truncate_regular(path: &Path) -> io::Result<()> {
+    crate::fs_seam::before_change()?;
+    let mut options = OpenOptions::new();
+    options.write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    #[cfg(not(unix))]
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(not_followed());
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    file.set_len(0)?;
+    match meta.modified() {
+        Ok(written) => file.set_modified(written),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Opens `path` for reading if it is a regular file, not a symlink; the error says which it is

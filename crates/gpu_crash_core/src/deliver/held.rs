@@ -39,7 +39,7 @@ impl HeldEnvelope {
     /// Moves it into `outbox_dir` for the next flush; returns its new path.
     pub(crate) fn release_into(mut self, outbox_dir: &Path) -> std::io::Result<PathBuf> {
         let target = outbox_dir.join(self.claim.path().file_name().unwrap_or_default());
-        std::fs::rename(self.claim.path(), &target)?;
+        crate::safe_fs::rename(self.claim.path(), &target)?;
         sync_dir(outbox_dir);
         self.claim.renamed(target.clone());
         Ok(target)
@@ -50,13 +50,9 @@ impl HeldEnvelope {
     /// (a report rewritten after this, as a hang report merged into its loss report is, is queued).
     pub(crate) fn discard(self) {
         let path = self.claim.path();
-        if std::fs::remove_file(path).is_ok() {
-            if let (Some(outbox), Some(name)) = (
-                path.parent().and_then(Path::parent),
-                path.file_name().map(|n| n.to_string_lossy()),
-            ) {
-                let _ = ledger::record(outbox, DROPPED_DIR, &name);
-            }
+        if let Some(outbox) = path.parent().and_then(Path::parent) {
+            // The envelope itself becomes the marker (emptied): this works on a full disk too.
+            let _ = ledger::retire(outbox, DROPPED_DIR, path);
         }
     }
 }
@@ -91,7 +87,7 @@ pub(crate) fn release_orphans(held_dir: &Path, outbox_dir: &Path) -> usize {
             continue;
         };
         let target = outbox_dir.join(path.file_name().unwrap_or_default());
-        if std::fs::rename(claim.path(), &target).is_ok() {
+        if crate::safe_fs::rename(claim.path(), &target).is_ok() {
             released += 1;
         }
     }

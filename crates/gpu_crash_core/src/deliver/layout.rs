@@ -36,7 +36,7 @@ pub fn outbox_dir_of(report_dir: &Path) -> PathBuf {
 pub(crate) fn record_outbox_dir(report_dir: &Path, outbox_dir: &Path) {
     let pointer = report_dir.join(OUTBOX_POINTER_NAME);
     if outbox_dir == report_dir.join(DEFAULT_OUTBOX_NAME) {
-        let _ = std::fs::remove_file(&pointer);
+        let _ = crate::safe_fs::remove_file(&pointer);
         return;
     }
     let absolute = if outbox_dir.is_absolute() {

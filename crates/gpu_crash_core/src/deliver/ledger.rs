@@ -40,12 +40,41 @@ pub(crate) fn record(outbox: &Path, kind: &str, envelope_name: &str) -> std::io:
     let path = dir.join(envelope_name);
     // Whatever has the name (an old marker, a planted symlink) goes: removing a symlink removes the
     // link, never what it points to.
-    match std::fs::remove_file(&path) {
+    match crate::safe_fs::remove_file(&path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
     drop(safe_fs::create_private_new(&path)?);
     Ok(())
+}
+
+/// Makes the envelope at `path` its own marker in `outbox/<kind>`: moved there and emptied, its
+/// time still when the envelope was written (what the startup requeue and the report budget compare
+/// with the report's own time, see [`super::requeue`]). A rename needs no free space, so this works on a full disk, where a new marker file could not be
+/// created; where the rename fails (a file open elsewhere on Windows), an empty marker is created
+/// and the envelope removed, the marker first. Returns the marker's path, or `Err` with the
+/// envelope still where it was.
+pub(crate) fn retire(outbox: &Path, kind: &str, path: &Path) -> std::io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let moved = safe_fs::private_subdir(outbox, kind).and_then(|dir| {
+        let target = dir.join(&name);
+        safe_fs::rename(path, &target).map(|()| target)
+    });
+    match moved {
+        Ok(marker) => {
+            // Only the bytes go: a marker that keeps them is still a marker.
+            let _ = safe_fs::truncate_regular(&marker);
+            Ok(marker)
+        }
+        Err(_) => {
+            record(outbox, kind, &name)?;
+            safe_fs::remove_file(path)?;
+            Ok(marker(outbox, kind, &name))
+        }
+    }
 }
 
 /// Removes the markers (in `sent/` and `dropped/`) that stand for nothing any more: a report's
@@ -76,14 +105,43 @@ pub(crate) fn forget_gone(
                 continue;
             }
             let stands_for_something = match EnvelopeName::parse(&name) {
+                // A dropped session's marker is the only word of its drop (sessions go first
+                // from a full outbox): kept, the newest few, see below.
+                Some(n) if n.class == EnvelopeClass::Session && kind == DROPPED_DIR => true,
                 Some(n) if n.class == EnvelopeClass::Session => outbox.join(&name).exists(),
                 Some(n) => reports_on_disk.contains(&n.report_id),
                 None => false,
             };
-            if !stands_for_something && std::fs::remove_file(entry.path()).is_ok() {
+            if !stands_for_something && crate::safe_fs::remove_file(entry.path()).is_ok() {
                 removed += 1;
             }
         }
     }
-    removed
+    removed + trim_dropped_sessions(outbox)
+}
+
+/// Dropped sessions' markers kept: they only say that a count went unsent (no state is read from
+/// them), and a player offline for weeks drops one a launch.
+pub(crate) const DROPPED_SESSIONS_KEPT: usize = 200;
+
+/// Removes the oldest dropped sessions' markers beyond [`DROPPED_SESSIONS_KEPT`] (by name: the
+/// sessions' start). Returns how many.
+fn trim_dropped_sessions(outbox: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(outbox.join(DROPPED_DIR)) else {
+        return 0;
+    };
+    let mut sessions: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| EnvelopeName::of(p).is_some_and(|n| n.class == EnvelopeClass::Session))
+        .collect();
+    if sessions.len() <= DROPPED_SESSIONS_KEPT {
+        return 0;
+    }
+    sessions.sort();
+    let excess = sessions.len() - DROPPED_SESSIONS_KEPT;
+    sessions[..excess]
+        .iter()
+        .filter(|p| safe_fs::remove_file(p).is_ok())
+        .count()
 }

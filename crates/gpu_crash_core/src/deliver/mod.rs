@@ -31,6 +31,8 @@ mod front_door;
 mod held;
 mod layout;
 mod ledger;
+#[cfg(test)]
+mod lifetime;
 mod outbox;
 mod privacy;
 mod release_health;

@@ -248,6 +248,36 @@ impl Outbox {
         vendor_binary: Option<&[u8]>,
         session: Option<&SessionUpdate<'static>>,
     ) -> Result<PathBuf, OutboxError> {
+        self.enqueue_inner(report, vendor_binary, session, true)
+    }
+
+    /// Queues a report of an earlier run (see [`super::requeue`]): the bounds then drop what is
+    /// worth least, this one included (an old report does not push out a newer crash).
+    pub(crate) fn enqueue_requeued(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+    ) -> Result<PathBuf, OutboxError> {
+        self.enqueue_inner(report, vendor_binary, None, false)
+    }
+
+    /// Whether an envelope named `name` would be the first to go from a full outbox.
+    pub(crate) fn would_be_dropped(&self, name: &str) -> bool {
+        let pending = self.pending();
+        if pending.len() < self.inner.settings.max_outbox_files {
+            return false;
+        }
+        let rank = drop_rank(Path::new(name));
+        pending.iter().all(|p| rank <= drop_rank(p))
+    }
+
+    fn enqueue_inner(
+        &self,
+        report: &CrashReport,
+        vendor_binary: Option<&[u8]>,
+        session: Option<&SessionUpdate<'static>>,
+        protect: bool,
+    ) -> Result<PathBuf, OutboxError> {
         let inner = &self.inner;
         let path = inner.dir.join(envelope_file_name(report));
         self.envelope_bytes(report, vendor_binary, session)
@@ -268,7 +298,7 @@ impl Outbox {
         } else {
             info!("GPU crash report queued for upload: {}", path.display());
         }
-        self.enforce_bounds(&inner.dir, Some(&path));
+        self.enforce_bounds(&inner.dir, protect.then_some(path.as_path()));
         Ok(path)
     }
 
@@ -379,6 +409,12 @@ impl Outbox {
         }
     }
 
+    /// Drops what is worth least until the outbox is within its bounds (a process killed after
+    /// writing an envelope and before its bounds check leaves it over them).
+    pub(crate) fn keep_within_bounds(&self) {
+        self.enforce_bounds(&self.inner.dir, None);
+    }
+
     /// Keeps `report_dir` within the report budget ([`DeliverySettings::max_report_files`] and
     /// bytes), never dropping `keep` (the report just written); see [`super::report_budget`].
     pub(crate) fn keep_reports_in_budget(&self, report_dir: &Path, keep: Option<&Path>) {
@@ -430,7 +466,9 @@ impl Outbox {
             });
             return summary;
         };
-        held::release_orphans(&inner.dir.join(HELD_DIR), &inner.dir);
+        if held::release_orphans(&inner.dir.join(HELD_DIR), &inner.dir) > 0 {
+            self.enforce_bounds(&inner.dir, None);
+        }
         let mut warned_transient = false;
         // Files this flush cannot open or read now, or could not move to `failed/`: left alone
         // until the next flush, which tries them again.
@@ -481,7 +519,7 @@ impl Outbox {
                 // Sent by a flush that died before deleting it: the marker is written first. One
                 // that cannot be deleted now (an antivirus holds it) is left for the next flush,
                 // not claimed again and again until the deadline.
-                if std::fs::remove_file(&path).is_err() {
+                if crate::safe_fs::remove_file(&path).is_err() {
                     skipped.insert(path);
                 }
                 continue;
@@ -532,15 +570,7 @@ impl Outbox {
             let now = Instant::now();
             match outcome {
                 SendOutcome::Accepted { status, rate_limit } => {
-                    // The marker first: a flush that dies before the delete leaves a file the next
-                    // flush deletes unsent.
-                    self.record_sent(&path);
-                    if let Err(e) = std::fs::remove_file(&path) {
-                        warn!(
-                            "GPU crash reporter: sent {} but cannot delete it: {e}; the next \
-                             flush deletes it unsent",
-                            path.display()
-                        );
+                    if !self.mark_sent(&mut claim) {
                         skipped.insert(path.clone());
                     }
                     summary.sent += 1;
@@ -703,16 +733,29 @@ impl Outbox {
         Ok(None)
     }
 
-    /// Leaves an empty marker named like the sent envelope in `sent/` (see [`ledger`]). A marker
-    /// that cannot be written is logged: the report may then be sent again if queued again, never
-    /// lost.
-    fn record_sent(&self, envelope: &Path) {
-        let name = file_name_of(envelope);
-        if let Err(e) = ledger::record(&self.inner.dir, SENT_DIR, &name) {
-            warn!(
-                "GPU crash reporter: cannot record {} as sent: {e}",
-                ledger::marker(&self.inner.dir, SENT_DIR, &name).display()
-            );
+    /// Records the claimed envelope as sent, as the first change after the server's 2xx: the
+    /// envelope itself moves into `sent/` and is emptied there, its own marker (see [`ledger`]). A
+    /// rename needs no free space, so a full disk still records it (a new marker file could not be
+    /// created there, and the report would be queued and sent again by the next launch). Where the
+    /// rename fails (a file open elsewhere on Windows), an empty marker is written and the envelope
+    /// deleted: the marker first, so a flush that dies between the two leaves a file the next flush
+    /// deletes unsent. False when the envelope is still in the outbox (the next flush deals with
+    /// it: this one does not claim it again).
+    fn mark_sent(&self, claim: &mut Claim) -> bool {
+        let path = claim.path().to_owned();
+        match ledger::retire(&self.inner.dir, SENT_DIR, &path) {
+            Ok(marker) => {
+                claim.renamed(marker);
+                true
+            }
+            Err(e) => {
+                warn!(
+                    "GPU crash reporter: sent {} but cannot record it as sent: {e}; the next \
+                     flush tries again",
+                    path.display()
+                );
+                false
+            }
         }
     }
 
@@ -724,7 +767,7 @@ impl Outbox {
         let path = claim.path().to_owned();
         let target = failed.join(path.file_name().unwrap_or_default());
         let moved = safe_fs::private_subdir(&self.inner.dir, FAILED_DIR)
-            .and_then(|_| std::fs::rename(&path, &target));
+            .and_then(|_| crate::safe_fs::rename(&path, &target));
         match moved {
             Ok(()) => {
                 claim.renamed(target.clone());
@@ -772,12 +815,10 @@ impl Outbox {
                     continue;
                 }
             };
-            let removed = std::fs::remove_file(path);
+            // Its marker in `dropped/`, so that the startup requeue does not queue its report
+            // again (the envelope itself, emptied: it needs no free space).
+            let removed = ledger::retire(&self.inner.dir, DROPPED_DIR, path).map(|_| ());
             drop(claim);
-            if removed.is_ok() {
-                // So that the startup requeue does not queue its report again.
-                let _ = ledger::record(&self.inner.dir, DROPPED_DIR, &file_name_of(path));
-            }
             match removed {
                 Ok(()) => warn!(
                     "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \

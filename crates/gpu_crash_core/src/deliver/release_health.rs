@@ -121,7 +121,7 @@ impl Running {
 
     /// The session's update is in the outbox: its file goes.
     fn done(self) {
-        if let Err(e) = std::fs::remove_file(&self.path) {
+        if let Err(e) = crate::safe_fs::remove_file(&self.path) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 warn!(
                     "GPU crash reporter: cannot remove the ended session's file {}: {e}",
@@ -305,14 +305,14 @@ impl ReleaseHealth {
                         "GPU crash reporter: {} is not a session file ({e}); removed",
                         path.display()
                     );
-                    let _ = std::fs::remove_file(&path);
+                    let _ = crate::safe_fs::remove_file(&path);
                     continue;
                 }
             };
             let status = match (&file.status, &file.crash_event) {
                 (SessionStatus::Crashed, Some(event)) if crash_envelope_exists(dir, event) => {
                     // Killed after its crash envelope (which carries the update) was written.
-                    let _ = std::fs::remove_file(&path);
+                    let _ = crate::safe_fs::remove_file(&path);
                     continue;
                 }
                 (SessionStatus::Crashed, _) => SessionStatus::Crashed,
@@ -325,7 +325,7 @@ impl ReleaseHealth {
                         "GPU crash reporter: session {} of an earlier run (pid {}) ended {status:?}",
                         file.sid, file.pid
                     );
-                    let _ = std::fs::remove_file(&path);
+                    let _ = crate::safe_fs::remove_file(&path);
                     queued += 1;
                 }
                 Err(e) => warn!(

@@ -5,17 +5,20 @@
 //! vendor binary `gpu-crash-<time>-<id>.vendor.bin`). When the folder holds more than
 //! [`DeliverySettings::max_report_files`] reports or [`DeliverySettings::max_report_bytes`] bytes,
 //! reports go, least worth first, until it is within both:
-//! 1. reports a server already has (their envelope's `sent/` marker is in the outbox): warnings,
-//!    then crashes, oldest first;
-//! 2. then reports still to be sent or kept only here: warnings (known by their outbox envelope's
-//!    name), then the rest, oldest first.
+//! 1. reports a server already has (their envelope's `sent/` marker is in the outbox);
+//! 2. reports whose envelope waits in the outbox (pending, held or failed: an envelope carries the
+//!    whole report, so nothing is lost for the upload), warnings before crashes;
+//! 3. last, reports that are the only copy (never queued: no DSN, or a process killed between the
+//!    write and the queue, to be queued by the next startup).
 //!
+//! Each group goes oldest first.
 //! The report just written is never dropped. An envelope pending in the outbox is self-contained,
 //! so dropping a report never loses an upload; the markers of dropped reports go at the next
 //! startup (see [`super::ledger::forget_gone`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use tracing::warn;
 
@@ -30,6 +33,8 @@ struct OnDisk {
     time_ms: u128,
     files: Vec<PathBuf>,
     bytes: u64,
+    /// When its JSON was last written (a hang report merged into its loss report is rewritten).
+    written: Option<SystemTime>,
 }
 
 /// Drops reports of `report_dir` (see the module docs) until it is within `settings`' budget, never
@@ -40,25 +45,19 @@ pub(crate) fn enforce(
     settings: &DeliverySettings,
     keep: Option<&Path>,
 ) -> Vec<PathBuf> {
-    let mut reports = reports_in(report_dir);
+    let reports = reports_in(report_dir);
     let mut total: u64 = reports.iter().map(|r| r.bytes).sum();
     if reports.len() <= settings.max_report_files && total <= settings.max_report_bytes {
         return Vec::new();
     }
     let outbox = outbox_classes(outbox_dir);
     let keep_id = keep.and_then(report_id_of);
-    reports.sort_by_key(|r| {
-        let (sent, class) = outbox.get(&r.id).copied().unwrap_or((false, None));
-        let class_rank = match class {
-            Some(EnvelopeClass::Warning | EnvelopeClass::Session) => 0u8,
-            None => 1,
-            Some(EnvelopeClass::Crash) => 2,
-        };
-        (!sent, class_rank, r.time_ms)
-    });
+    let rank = |r: &OnDisk| worth(r, report_dir, outbox.get(&r.id));
+    let mut reports: Vec<(u8, OnDisk)> = reports.into_iter().map(|r| (rank(&r), r)).collect();
+    reports.sort_by_key(|(rank, r)| (*rank, r.time_ms));
     let mut count = reports.len();
     let mut dropped = Vec::new();
-    for report in reports {
+    for (report_rank, report) in reports {
         if count <= settings.max_report_files && total <= settings.max_report_bytes {
             break;
         }
@@ -71,11 +70,22 @@ pub(crate) fn enforce(
             .iter()
             .partition(|f| f.extension().is_some_and(|e| e == "json"));
         for file in siblings.into_iter().chain(json) {
-            if let Err(e) = std::fs::remove_file(file) {
+            if let Err(e) = crate::safe_fs::remove_file(file) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     warn!("GPU crash reporter: cannot remove {}: {e}", file.display());
                 }
             }
+        }
+        let only_copy = report_rank == 3;
+        if only_copy {
+            // Never queued: the marker says a rule let it go (`gpu-crash list`, the requeue).
+            let name = format!(
+                "{:020}-{}.{}",
+                report.time_ms,
+                report.id,
+                super::envelope::ENVELOPE_EXT
+            );
+            let _ = super::ledger::record(outbox_dir, super::ledger::DROPPED_DIR, &name);
         }
         warn!(
             "GPU crash reporter: {} holds {count} report(s), {total} bytes (limits {} reports, {} \
@@ -84,9 +94,10 @@ pub(crate) fn enforce(
             settings.max_report_files,
             settings.max_report_bytes,
             report.id,
-            match outbox.get(&report.id) {
-                Some((true, _)) => "already sent",
-                _ => "not sent",
+            match report_rank {
+                0 => "already sent",
+                1 | 2 => "its envelope waits in the outbox",
+                _ => "never queued: dropped unsent",
             }
         );
         count -= 1;
@@ -132,7 +143,11 @@ fn reports_in(dir: &Path) -> Vec<OnDisk> {
             time_ms,
             files: Vec::new(),
             bytes: 0,
+            written: None,
         });
+        if name.ends_with(".json") {
+            report.written = entry.metadata().and_then(|m| m.modified()).ok();
+        }
         report.files.push(entry.path());
         report.bytes = report.bytes.saturating_add(bytes);
     }
@@ -140,9 +155,55 @@ fn reports_in(dir: &Path) -> Vec<OnDisk> {
     by_id.into_values().collect()
 }
 
-/// For each report id the outbox knows: whether a server has it, and the class its envelope names.
-fn outbox_classes(outbox: &Path) -> HashMap<String, (bool, Option<EnvelopeClass>)> {
-    let mut classes: HashMap<String, (bool, Option<EnvelopeClass>)> = HashMap::new();
+/// What goes first (lowest): 0 sent, 1 a warning waiting in the outbox, 2 a crash waiting there,
+/// 3 the only copy. An envelope or marker written after the report's file carries its last word
+/// (their times are when each envelope was written, see [`super::ledger::retire`]); a report
+/// written again after all of them (a hang report merged into its loss report) or within the same
+/// clock tick is read, and only its own envelope's name counts.
+fn worth(report: &OnDisk, report_dir: &Path, traces: Option<&Vec<Trace>>) -> u8 {
+    let Some(traces) = traces else {
+        return 3;
+    };
+    let rank_of = |t: &Trace| match (t.sent, t.class) {
+        (true, _) => 0,
+        (false, EnvelopeClass::Warning | EnvelopeClass::Session) => 1,
+        (false, EnvelopeClass::Crash) => 2,
+    };
+    if let Some(newest) = traces
+        .iter()
+        .filter(|t| report.written.is_some_and(|w| t.time > w))
+        .max_by_key(|t| t.time)
+    {
+        return rank_of(newest);
+    }
+    let path = report_dir.join(format!("gpu-crash-{}-{}.json", report.time_ms, report.id));
+    let Ok(on_disk) = crate::report::read_report(&path) else {
+        return 3;
+    };
+    let name = super::envelope_name::envelope_file_name(&on_disk);
+    traces
+        .iter()
+        .filter(|t| t.name == name)
+        .map(rank_of)
+        .min()
+        .unwrap_or(3)
+}
+
+/// An envelope or marker of a report in the outbox.
+#[derive(Clone, Debug)]
+struct Trace {
+    name: String,
+    /// When the envelope was written.
+    time: SystemTime,
+    /// A `sent/` marker; else waiting (pending, held or failed).
+    sent: bool,
+    class: EnvelopeClass,
+}
+
+/// For each report id, what the outbox holds of it: markers of sent envelopes and envelopes
+/// waiting (pending, held or failed).
+fn outbox_classes(outbox: &Path) -> HashMap<String, Vec<Trace>> {
+    let mut known: HashMap<String, Vec<Trace>> = HashMap::new();
     for (dir, sent) in [
         (outbox.join(SENT_DIR), true),
         (outbox.to_owned(), false),
@@ -153,15 +214,22 @@ fn outbox_classes(outbox: &Path) -> HashMap<String, (bool, Option<EnvelopeClass>
             continue;
         };
         for entry in entries.filter_map(Result::ok) {
-            let Some(name) = EnvelopeName::parse(&entry.file_name().to_string_lossy()) else {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let Some(name) = EnvelopeName::parse(&file_name) else {
                 continue;
             };
-            let known = classes.entry(name.report_id).or_insert((false, None));
-            known.0 |= sent;
-            known.1 = Some(name.class);
+            let Ok(time) = entry.metadata().and_then(|m| m.modified()) else {
+                continue;
+            };
+            known.entry(name.report_id).or_default().push(Trace {
+                name: file_name,
+                time,
+                sent,
+                class: name.class,
+            });
         }
     }
-    classes
+    known
 }
 
 #[cfg(test)]

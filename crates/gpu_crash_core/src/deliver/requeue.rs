@@ -12,8 +12,10 @@
 //! Markers of reports no longer on disk are then removed (see [`super::ledger`]): they can never
 //! bring a report back, and nothing else bounds them.
 //!
-//! Only the newest [`DeliverySettings::max_outbox_files`] reports are looked at, and no more are
-//! queued than the outbox has room for: a requeue never pushes out what is already queued. Reports
+//! Every report of the folder (bounded by its budget, see [`super::report_budget`]) is looked at,
+//! newest first. In a full outbox a report goes in only if it is worth more than what waits there
+//! (a crash over a warning, a newer crash over an older one): the bounds then drop the least
+//! worth, with a `dropped/` marker; one worth less is left on disk for a later launch. Reports
 //! written after the startup are the running game's to queue. Nothing is sent twice: the envelope
 //! has the name (report time and id) the crash path gives it, so a race with another process queuing
 //! the same report writes one file, a flush skips an envelope whose `sent/` marker exists, and Sentry
@@ -33,7 +35,6 @@ use super::ledger::{self, DROPPED_DIR, SENT_DIR};
 use super::outbox::FAILED_DIR;
 use super::outbox::{FlushSummary, Outbox};
 use super::release_health::ReleaseHealth;
-use super::settings::DeliverySettings;
 use crate::report::{read_report, read_vendor_binary};
 
 impl Outbox {
@@ -49,39 +50,50 @@ impl Outbox {
         let started = SystemTime::now();
         std::thread::Builder::new()
             .name("gpu-crash-upload".to_owned())
-            .spawn(move || {
-                let deadline = super::outbox::deadline_in(budget);
-                // Sessions first: one that says `crashed` checks whether its crash envelope reached
-                // the outbox, which the requeue would then fill in without the session's update.
-                ReleaseHealth::close_abandoned(&outbox);
-                outbox.requeue_unqueued(&report_dir, started);
-                outbox.flush(deadline)
-            })
+            .spawn(move || outbox.startup(&report_dir, started, budget))
+    }
+
+    /// What a launch does first, on the calling thread (see [`Self::spawn_startup_flush`]): removes
+    /// what killed writers left half-written, ends the sessions earlier runs left, queues the
+    /// reports that never reached the outbox, then flushes for at most `budget`. `started`: the
+    /// launch's start (reports written after it are the running game's).
+    pub(crate) fn startup(
+        &self,
+        report_dir: &Path,
+        started: SystemTime,
+        budget: Duration,
+    ) -> FlushSummary {
+        let deadline = super::outbox::deadline_in(budget);
+        for dir in [
+            report_dir.to_owned(),
+            self.dir().to_owned(),
+            self.dir().join(HELD_DIR),
+            self.dir().join(FAILED_DIR),
+        ] {
+            crate::report::remove_abandoned_temp_files(&dir);
+        }
+        // Sessions first: one that says `crashed` checks whether its crash envelope reached the
+        // outbox, which the requeue would then fill in without the session's update.
+        ReleaseHealth::close_abandoned(self);
+        self.keep_within_bounds();
+        self.requeue_unqueued(report_dir, started);
+        self.flush(deadline)
     }
 
     /// Queues the reports of `report_dir` written before `written_before` that the outbox never
     /// dealt with (see the module docs), then removes the markers of reports no longer on disk.
     /// Returns how many were queued.
     pub(crate) fn requeue_unqueued(&self, report_dir: &Path, written_before: SystemTime) -> usize {
-        let settings: &DeliverySettings = self.settings();
         self.keep_reports_in_budget(report_dir, None);
         let traces = Traces::of(self.dir());
-        let mut reports = report_files(report_dir);
+        let reports = report_files(report_dir);
         let on_disk: HashSet<String> = reports
             .iter()
             .filter_map(|(path, _)| id_in_name(path))
             .collect();
-        let newest = reports.len().saturating_sub(settings.max_outbox_files);
-        reports.drain(..newest);
-        let mut room = settings
-            .max_outbox_files
-            .saturating_sub(self.pending().len());
-        // Newest first, so that the room goes to the latest crashes.
+        // Newest first; a full outbox keeps what is worth most (see `Outbox::enforce_bounds`).
         let mut queued = 0;
         for (path, modified) in reports.into_iter().rev() {
-            if room == 0 {
-                break;
-            }
             if modified >= written_before {
                 continue;
             }
@@ -104,17 +116,18 @@ impl Outbox {
             if traces.knows(&envelope_file_name(&report)) {
                 continue;
             }
+            if self.would_be_dropped(&envelope_file_name(&report)) {
+                // Worth less than all that waits (an old warning): left on disk for a later launch.
+                continue;
+            }
             let vendor_binary = read_vendor_binary(&path, &report).unwrap_or_else(|e| {
                 report.notes.push(format!(
                     "attachment: the vendor binary was not attached: {e}"
                 ));
                 None
             });
-            match self.enqueue(&report, vendor_binary.as_deref()) {
-                Ok(_) => {
-                    queued += 1;
-                    room -= 1;
-                }
+            match self.enqueue_requeued(&report, vendor_binary.as_deref()) {
+                Ok(_) => queued += 1,
                 Err(e) => warn!(
                     "GPU crash reporter: cannot queue {} again: {e}",
                     path.display()
@@ -160,11 +173,13 @@ impl Traces {
         Self { by_report }
     }
 
-    /// Whether the outbox dealt with report `id` after its file was last written (`modified`).
+    /// Whether an envelope of report `id` was written after its file was last written
+    /// (`modified`): then it carries the file's last word. Strictly after: a file written within
+    /// the same clock tick as an envelope is read to be sure (see [`Self::knows`]).
     fn dealt_with_since(&self, id: &str, modified: SystemTime) -> bool {
         self.by_report
             .get(id)
-            .is_some_and(|traces| traces.iter().any(|(_, t)| *t >= modified))
+            .is_some_and(|traces| traces.iter().any(|(_, t)| *t > modified))
     }
 
     /// Whether the outbox holds the envelope or a marker named `envelope_name`.

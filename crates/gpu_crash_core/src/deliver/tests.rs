@@ -158,6 +158,35 @@ fn a_sent_report_is_not_sent_again_a_thousand_launches_later() {
     );
 }
 
+/// Issue 51 item 1, with the markers themselves over a thousand: 1,100 crash reports sent and
+/// still on disk (a generous report budget) keep 1,100 markers, and none is queued again (at
+/// af2f5bf the oldest were trimmed and their reports uploaded again).
+#[test]
+fn eleven_hundred_sent_reports_stay_sent() {
+    let dir = fresh_dir("eleven-hundred");
+    let reports = dir.join("reports");
+    let transport = ScriptedTransport::accepting();
+    let outbox = Outbox::with_transport(
+        DeliverySettings {
+            max_report_files: 2_000,
+            max_report_bytes: u64::MAX,
+            ..settings(&dir)
+        },
+        transport.clone(),
+    );
+    for i in 0..1_100 {
+        let report = written(&reports, CrashKind::DeviceLost, 1_000 + i);
+        outbox.enqueue(&report, None).unwrap();
+        assert_eq!(flush(&outbox).sent, 1);
+    }
+    assert_eq!(outbox.requeue_unqueued(&reports, later()), 0);
+    assert_eq!(transport.calls(), 1_100, "nothing sent twice");
+    let markers = std::fs::read_dir(outbox.dir().join("sent"))
+        .unwrap()
+        .count();
+    assert_eq!(markers, 1_100);
+}
+
 /// Issue 51 item 3: faults the driver survived (warnings), queued a minute apart while offline,
 /// never push the crash reports out of a full outbox: they go first.
 #[test]

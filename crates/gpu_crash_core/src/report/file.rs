@@ -151,7 +151,7 @@ static TEMP_FILES: AtomicU64 = AtomicU64::new(0);
 fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Result<std::fs::File> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
+        ".{}{TEMP_MARK}{}-{}",
         path.file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default(),
@@ -159,30 +159,62 @@ fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Resu
         // Relaxed: only uniqueness matters, and fetch_add is unique under any ordering.
         TEMP_FILES.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = (|| {
+    let result: std::io::Result<std::fs::File> = (|| {
         let mut file = match safe_fs::create_private_new(&tmp) {
             // Left by a process of the same id that died mid-write (or planted): not ours to trust.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                std::fs::remove_file(&tmp)?;
+                crate::safe_fs::remove_file(&tmp)?;
                 safe_fs::create_private_new(&tmp)?
             }
             other => other?,
         };
-        if lock {
-            file.try_lock().map_err(std::io::Error::from)?;
-        }
+        // Locked while it is written, whatever the caller asked: a temp file nobody holds was left
+        // by a killed writer (see `remove_abandoned_temp_files`).
+        file.try_lock().map_err(std::io::Error::from)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
+        crate::safe_fs::rename(&tmp, path)?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
         Ok(file)
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = crate::safe_fs::remove_file(&tmp);
     }
-    result
+    let file = result?;
+    if !lock {
+        // Only the writer needed it.
+        let _ = file.unlock();
+    }
+    Ok(file)
+}
+
+/// What a temp file of [`write_atomically`] has in its name: `.<name>.tmp-<pid>-<n>`.
+const TEMP_MARK: &str = ".tmp-";
+
+/// Removes the temp files of [`write_atomically`] in `dir` that no writer holds: a process killed
+/// between creating one and renaming it leaves it behind, and a game killed at random over months
+/// would pile them up. A writer holds its temp file locked until the rename; a lock is dropped
+/// with its process. Returns how many were removed.
+pub(crate) fn remove_abandoned_temp_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') || !name.contains(TEMP_MARK) {
+            continue;
+        }
+        let Ok(file) = safe_fs::open_regular(&entry.path()) else {
+            continue;
+        };
+        if file.try_lock().is_ok() && crate::safe_fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Reads a report back: a regular file (no symlink followed) of at most [`MAX_REPORT_BYTES`].

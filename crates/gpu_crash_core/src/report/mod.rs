@@ -32,6 +32,8 @@ pub(crate) use build::{add_hang_info, build_report, fault_cut, CrashContext};
 pub use file::{
     read_report, read_vendor_binary, ReportError, MAX_REPORT_BYTES, MAX_VENDOR_BINARY_BYTES,
 };
-pub(crate) use file::{write_atomically, write_atomically_locked, write_report};
+pub(crate) use file::{
+    remove_abandoned_temp_files, write_atomically, write_atomically_locked, write_report,
+};
 pub use model::*;
 pub use page::html_page;
