@@ -78,11 +78,22 @@ thread_local! {
     static IN_OUR_HANDLER: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Clears [`IN_OUR_HANDLER`] when our handler returns or unwinds (the app's own handler, called
+/// from ours, may panic): later losses on this thread are reported again.
+struct LeaveOurHandler;
+
+impl Drop for LeaveOurHandler {
+    fn drop(&mut self) {
+        IN_OUR_HANDLER.with(|flag| flag.set(false));
+    }
+}
+
 fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) -> RenderErrorPolicy {
     let reentered = IN_OUR_HANDLER.with(|flag| flag.replace(true));
     if reentered {
         return RenderErrorHandler::default().0(error, main, render);
     }
+    let _leave = LeaveOurHandler;
     // We run inside Bevy's `resource_scope`, which re-inserts our handler at this tick.
     let tick = main.change_tick();
     if let Some(mut hook) = main.get_resource_mut::<OurRenderErrorHook>() {
@@ -128,6 +139,5 @@ fn on_render_error(error: &RenderError, main: &mut World, render: &mut World) ->
             crash.end_process(code);
         }
     }
-    IN_OUR_HANDLER.with(|flag| flag.set(false));
     policy
 }

@@ -37,7 +37,11 @@ pub fn install() -> std::io::Result<PathBuf> {
     let dir = cache_dir();
     std::fs::create_dir_all(&dir)?;
     let library = dir.join(manifest::library_file_name());
-    let current = std::fs::metadata(&library).is_ok_and(|m| m.len() == LAYER_LIBRARY.len() as u64);
+    // The same bytes, not only the same length: a library planted (or half-written by a crash)
+    // under the name is replaced, never loaded into a game (issue 51 item 12).
+    let current = std::fs::symlink_metadata(&library)
+        .is_ok_and(|m| m.is_file() && m.len() == LAYER_LIBRARY.len() as u64)
+        && std::fs::read(&library).is_ok_and(|bytes| bytes == LAYER_LIBRARY);
     if !current {
         // Temp file and rename: two drills starting at once never load a half-written library.
         let tmp = dir.join(format!(

@@ -37,10 +37,47 @@ pub fn write_html(path: &Path, out: Option<&Path>) -> CliResult {
     }
     let report = read_report(path)?;
     let out = out.map_or_else(|| path.with_extension("html"), Path::to_path_buf);
-    std::fs::write(&out, html_page(&report))
+    write_private(&out, html_page(&report).as_bytes())
         .map_err(|e| CliError::Io(format!("{}: {e}", out.display())))?;
-    println!("{}", out.display());
+    println!(
+        "{}",
+        crate::plain_text::escape_controls(&out.display().to_string())
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to `out` owner-only (`0600` on Unix: the page names the player's GPU and files),
+/// through a new temp file renamed over `out`: a symlink planted at `out` is replaced, never
+/// followed (issue 51 item 12).
+fn write_private(out: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        out.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let written = options.open(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, out)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The whole text: verdict and summary, culprit and address line per fault, hang, breadcrumbs,

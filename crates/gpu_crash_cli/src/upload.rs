@@ -60,7 +60,10 @@ pub fn run(args: UploadArgs) -> CliResult {
             .unwrap_or_else(|| outbox_dir_of(path.parent().unwrap_or(Path::new("."))));
         let state = Outbox::state_of(&dir, &report);
         if state == UploadState::Sent {
-            println!("already sent: {}", path.display());
+            println!(
+                "already sent: {}",
+                escape_controls(&path.display().to_string())
+            );
             skipped += 1;
             continue;
         }
@@ -77,7 +80,10 @@ pub fn run(args: UploadArgs) -> CliResult {
             }
         };
         let vendor_binary = read_vendor_binary(&path, &report).unwrap_or_else(|e| {
-            eprintln!("gpu-crash: vendor binary not attached: {e}");
+            eprintln!(
+                "gpu-crash: vendor binary not attached: {}",
+                escape_controls(&e.to_string())
+            );
             report.notes.push(format!(
                 "attachment: the vendor binary was not attached: {e}"
             ));
@@ -86,7 +92,7 @@ pub fn run(args: UploadArgs) -> CliResult {
         outbox.enqueue(&report, vendor_binary.as_deref())?;
         println!(
             "queued: {} ({})",
-            path.display(),
+            escape_controls(&path.display().to_string()),
             escape_controls(&report.summary)
         );
     }
@@ -97,7 +103,7 @@ pub fn run(args: UploadArgs) -> CliResult {
         failed += summary.failed;
         pending += summary.pending;
         if let Some(e) = &summary.last_error {
-            eprintln!("gpu-crash: {e}");
+            eprintln!("gpu-crash: {}", escape_controls(e));
         }
         if summary.pending > 0 {
             eprintln!(
@@ -132,7 +138,7 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, CrashReport)>, CliError> {
             for file in report_files(path) {
                 match read_report(&file) {
                     Ok(r) => reports.push((file, r)),
-                    Err(e) => eprintln!("gpu-crash: skipped: {e}"),
+                    Err(e) => eprintln!("gpu-crash: skipped: {}", escape_controls(&e.to_string())),
                 }
             }
         } else if path.exists() {

@@ -271,3 +271,33 @@ fn show_and_upload_survive_mutated_reports() {
     );
     result.unwrap();
 }
+
+/// Issue 51 item 12: `show --html` never writes through a symlink planted where the page goes, and
+/// the page is the player's alone (owner-only).
+#[cfg(unix)]
+#[test]
+fn show_html_replaces_a_planted_symlink_and_writes_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("html-symlink");
+    let report = dir.join("gpu-crash-0-use-after-free.json");
+    std::fs::copy(fixture("use-after-free"), &report).unwrap();
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, b"keep me").unwrap();
+    let page = report.with_extension("html");
+    std::os::unix::fs::symlink(&victim, &page).unwrap();
+    let output = gpu_crash()
+        .args(["show", "--html"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"keep me",
+        "written through the symlink"
+    );
+    let meta = std::fs::symlink_metadata(&page).unwrap();
+    assert!(meta.is_file(), "the page replaced the link");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+}

@@ -51,6 +51,39 @@ fn temp_fallback() -> PathBuf {
     }
 }
 
+/// `report_dir`, unless it lies in the temp-folder fallback and that folder is not this user's
+/// alone (another local user created `gpu-crash-<uid>` first, to read or plant reports): then a
+/// fresh folder of this process's own beside it (issue 51 item 12).
+pub(crate) fn own_temp_fallback(report_dir: PathBuf) -> PathBuf {
+    let fallback = temp_fallback();
+    if !report_dir.starts_with(&fallback) {
+        return report_dir;
+    }
+    if crate::safe_fs::create_private_dir_all(&fallback).is_ok()
+        && crate::safe_fs::is_own_private_dir(&fallback)
+    {
+        return report_dir;
+    }
+    let own = fallback.with_file_name(format!(
+        "{}-{}-{}",
+        fallback
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    tracing::error!(
+        "GPU crash reporter: {} is not this user's own folder (another user made it, or others may          write into it): reports go to {} instead",
+        fallback.display(),
+        own.display()
+    );
+    match report_dir.strip_prefix(&fallback) {
+        Ok(rest) => own.join(rest),
+        Err(_) => own,
+    }
+}
+
 /// Whether `dir` lies in the temp-folder fallback of [`user_data_dir`] (no data folder was known).
 pub(crate) fn in_temp_fallback(dir: &Path) -> bool {
     dir.starts_with(temp_fallback())

@@ -12,6 +12,7 @@ use crate::crash::{
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
 use crate::deliver::Delivery;
+use crate::guard::guarded;
 use crate::index::indexer::IndexerHandle;
 use crate::index::{AddressIndex, IndexStats};
 use crate::progress::GpuTimeline;
@@ -93,6 +94,7 @@ impl CrashReporter {
         if delivery.outbox_dir == crate::deliver::default_outbox_dir() {
             delivery.outbox_dir = report_dir.join(crate::deliver::DEFAULT_OUTBOX_NAME);
         }
+        let report_dir = crate::data_dir::own_temp_fallback(report_dir);
         if in_temp_fallback(&report_dir) {
             tracing::warn!(
                 "GPU crash reporter: no data folder is known for this user (no HOME, none in the \
@@ -311,7 +313,7 @@ impl CrashReporter {
 
     /// Waits (bounded) for this run's loss reports and their uploads.
     pub fn wait_for_reports(&self) {
-        self.crash.wait_for_reports();
+        guarded("wait for reports", || self.crash.wait_for_reports());
     }
 
     /// The application is exiting: lets the crash path's threads finish (bounded) and sends the
@@ -319,8 +321,12 @@ impl CrashReporter {
     /// watchdog goes on until the reporter is dropped: a GPU hung while the application tears down
     /// (its device's drop waits for the GPU) is still reported.
     pub fn at_exit(&self) {
-        panic_hook::forget();
-        self.crash.at_exit();
+        // Often called from a `Drop` (the plugin's, an app's): a panic there while unwinding would
+        // abort the process, so none leaves.
+        guarded("exit", || {
+            panic_hook::forget();
+            self.crash.at_exit();
+        });
     }
 
     /// Starts a release-health session (Sentry's crash-free sessions), ending the running one
@@ -357,7 +363,7 @@ impl CrashReporter {
     /// stderr are the reporter's: each report of this run, its verdict, and what to run next.
     pub fn end_process(&self, code: i32) -> ! {
         self.at_exit();
-        self.crash.print_closing_lines();
+        guarded("closing lines", || self.crash.print_closing_lines());
         crate::crash::exit_now(code)
     }
 

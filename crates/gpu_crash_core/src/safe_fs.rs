@@ -31,6 +31,29 @@ pub(crate) fn create_private_dir_all(dir: &Path) -> io::Result<()> {
     builder.create(dir)
 }
 
+/// Whether `dir` is a folder of this user's alone: not a symlink, owned by this user, and writable
+/// by no one else (Unix). A folder in the shared temp folder that another user made first (to read
+/// or plant reports) is not. Elsewhere: whether it is a folder, not a symlink.
+pub(crate) fn is_own_private_dir(dir: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    if !meta.is_dir() {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let me = unsafe { libc::getuid() };
+        meta.uid() == me && meta.mode() & 0o022 == 0
+    }
+    #[cfg(not(unix))]
+    {
+        true
+    }
+}
+
 /// `parent/name`, created owner-only if missing; an error if it is a symlink or not a folder (the
 /// outbox follows no symlink: its `held/`, `sent/` or `failed/` must not lead elsewhere).
 pub(crate) fn private_subdir(parent: &Path, name: &str) -> io::Result<std::path::PathBuf> {
@@ -176,6 +199,22 @@ pub(crate) fn read_regular_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    /// Issue 51 item 12: a folder others may write into is not taken as this user's own.
+    #[test]
+    fn a_folder_others_may_write_is_not_ones_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("gpu-crash-own-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        create_private_dir_all(&dir).unwrap();
+        assert!(is_own_private_dir(&dir));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!is_own_private_dir(&dir));
+        let link = dir.with_extension("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(!is_own_private_dir(&link), "a symlink is not followed");
+    }
 
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir =

@@ -257,6 +257,8 @@ impl CrashHandling {
                 session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
             }
             self.wait_for_reports();
+            // The session ends as the run does: crashed, with the hang (no exit handler runs).
+            self.delivery.at_exit(SessionStatus::Crashed);
             self.print_closing_lines();
             exit_now(code);
         }
@@ -443,7 +445,11 @@ impl CrashHandling {
             }
         }
         self.wait_for_reports();
-        let status = if self.sessions.current().is_some_and(|s| s.is_lost()) {
+        let status = if self
+            .sessions
+            .current()
+            .is_some_and(|s| s.is_lost() || s.still_hung())
+        {
             SessionStatus::Crashed
         } else if std::thread::panicking() {
             SessionStatus::Abnormal

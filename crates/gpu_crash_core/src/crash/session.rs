@@ -241,6 +241,16 @@ impl DeviceSession {
         }
     }
 
+    /// Whether a hang was reported on this device and the GPU has not finished its work since:
+    /// still hung (a GPU that recovered has caught up with what was submitted).
+    pub(crate) fn still_hung(&self) -> bool {
+        let hung = matches!(*self.phase(), FaultPhase::HangReported(_));
+        hung && self
+            .timeline
+            .as_ref()
+            .is_some_and(|t| t.completed() < t.last_submitted())
+    }
+
     /// What the fault watch shares with the session: the drained reports' slot and the lost flag.
     pub(crate) fn watch_handles(&self) -> (Arc<DrainSlot>, LostFlag) {
         (self.drained.clone(), self.lost.clone())

@@ -74,8 +74,13 @@ pub fn build_envelope(
         ty: Some(AttachmentType::Attachment),
     });
     if let Some(bytes) = vendor_binary {
+        let mut buffer = bytes.to_vec();
+        if !settings.include_application_names {
+            // Its header names the application and engine too (issue 51 item 13).
+            crate::vulkan::fault::blank_vendor_binary_names(&mut buffer);
+        }
         envelope.add_item(Attachment {
-            buffer: bytes.to_vec(),
+            buffer,
             filename: report
                 .vendor_binary
                 .as_ref()

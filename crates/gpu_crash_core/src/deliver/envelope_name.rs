@@ -13,7 +13,8 @@
 //! | a release-health session's own update | `<session start>-session-<sid>.envelope` |
 //!
 //! `<time>` is the report's timestamp in milliseconds, 20 digits, so name order is age order. Ids
-//! keep only ASCII letters, digits and `-` ([`sanitize`]), so `+` cannot be part of one.
+//! keep only ASCII letters and digits ([`sanitize`]), so neither `+` nor a class word can be part
+//! of one.
 
 use std::path::Path;
 use std::time::UNIX_EPOCH;
@@ -127,10 +128,11 @@ pub(crate) fn is_session_envelope(path: &Path) -> bool {
     EnvelopeName::of(path).is_some_and(|n| n.class == EnvelopeClass::Session)
 }
 
-/// Keeps an id usable as part of a file name: ASCII letters, digits and `-`, at most 64.
+/// Keeps an id usable as part of a file name: ASCII letters and digits, at most 64. No `-`: a
+/// hostile id such as `warning-…` or `session-…` would read back as another class.
 pub(crate) fn sanitize(id: &str) -> String {
     id.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .filter(char::is_ascii_alphanumeric)
         .take(64)
         .collect()
 }

@@ -23,7 +23,7 @@ use tracing::{error, info, warn};
 
 use super::crash_loop::{CrashLog, CrashLoopLimit, Upload};
 use super::{DeliverySettings, HeldEnvelope, Outbox, ReleaseHealth, SessionTracking};
-use crate::report::{write_report, CrashReport};
+use crate::report::{write_report_held, CrashReport};
 
 /// Longest upload at a clean exit for the session's `exited` update alone: a player quitting waits
 /// for nothing longer (what is not sent goes at the next launch).
@@ -73,14 +73,18 @@ impl Delivery {
         super::record_outbox_dir(&report_dir, &settings.outbox_dir);
         let delivery = Self::new(Outbox::new(settings), report_dir, app, crash_loop);
         let outbox = &delivery.0.outbox;
-        if outbox.dsn().is_some() {
+        let started = if outbox.dsn().is_some() {
             // Off this thread: reports an earlier run wrote but never queued (killed between the
             // two) are queued, then what an earlier run could not upload is sent.
-            if let Err(err) =
-                outbox.spawn_startup_flush(delivery.0.report_dir.clone(), STARTUP_FLUSH)
-            {
-                warn!("GPU crash reporter: could not start the upload thread: {err}");
-            }
+            outbox
+                .spawn_startup_flush(delivery.0.report_dir.clone(), STARTUP_FLUSH)
+                .map(drop)
+        } else {
+            // Nothing to send, but the folders stay within their budgets over months.
+            outbox.spawn_tidy(delivery.0.report_dir.clone()).map(drop)
+        };
+        if let Err(err) = started {
+            warn!("GPU crash reporter: could not start the upload thread: {err}");
         }
         if outbox.settings().session_tracking == SessionTracking::PerRun {
             delivery.0.health.start();
@@ -157,16 +161,17 @@ impl Delivery {
         } else {
             Upload::Now { release: None }
         };
-        let written = match persist(&self.0.report_dir, report, vendor_binary) {
-            Ok(path) => {
+        // Held (locked) until it is queued: another process's startup requeue leaves it alone.
+        let (written, _held) = match persist(&self.0.report_dir, report, vendor_binary) {
+            Ok((path, held)) => {
                 self.0
                     .outbox
                     .keep_reports_in_budget(&self.0.report_dir, Some(&path));
-                Some(path)
+                (Some(path), Some(held))
             }
             Err(why) => {
                 report.notes.push(why);
-                None
+                (None, None)
             }
         };
         let send = match upload {
@@ -193,8 +198,8 @@ impl Delivery {
         vendor_binary: Option<&[u8]>,
     ) -> Ticket {
         let report_dir = &self.0.report_dir;
-        let written = match write_report(report_dir, report, vendor_binary) {
-            Ok(path) => {
+        let (written, _held) = match write_report_held(report_dir, report, vendor_binary) {
+            Ok((path, held)) => {
                 warn!(
                     "GPU fault the driver recovered from (non-fatal, the game goes on): {}; report \
                      written to {}",
@@ -209,7 +214,7 @@ impl Delivery {
                 self.0
                     .outbox
                     .keep_reports_in_budget(report_dir, Some(&path));
-                Some(path)
+                (Some(path), Some(held))
             }
             Err(err) => {
                 warn!(
@@ -220,7 +225,7 @@ impl Delivery {
                     "not saved on the player's machine: {} could not be written: {err}",
                     report_dir.display()
                 ));
-                None
+                (None, None)
             }
         };
         let send = self.queue(report, vendor_binary);
@@ -396,13 +401,13 @@ fn persist(
     dir: &Path,
     report: &mut CrashReport,
     vendor_binary: Option<&[u8]>,
-) -> Result<PathBuf, String> {
+) -> Result<(PathBuf, std::fs::File), String> {
     announce_summary(report);
-    match write_report(dir, report, vendor_binary) {
-        Ok(path) => {
+    match write_report_held(dir, report, vendor_binary) {
+        Ok((path, held)) => {
             eprintln!("GPU crash report written to {}", path.display());
             tracing::error!("GPU crash report written to {}", path.display());
-            Ok(path)
+            Ok((path, held))
         }
         Err(err) => {
             tracing::error!(

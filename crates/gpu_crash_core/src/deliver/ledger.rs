@@ -70,9 +70,15 @@ pub(crate) fn retire(outbox: &Path, kind: &str, path: &Path) -> std::io::Result<
             Ok(marker)
         }
         Err(_) => {
+            let written = std::fs::metadata(path).and_then(|m| m.modified());
             record(outbox, kind, &name)?;
+            let marker = marker(outbox, kind, &name);
+            // Its time, too, is when the envelope was written (see above).
+            if let (Ok(written), Ok(file)) = (written, safe_fs::open_regular(&marker)) {
+                let _ = file.set_modified(written);
+            }
             safe_fs::remove_file(path)?;
-            Ok(marker(outbox, kind, &name))
+            Ok(marker)
         }
     }
 }
@@ -89,35 +95,67 @@ pub(crate) fn forget_gone(
 ) -> usize {
     let mut removed = 0;
     for kind in [SENT_DIR, DROPPED_DIR] {
-        let Ok(entries) = std::fs::read_dir(outbox.join(kind)) else {
+        let dir = outbox.join(kind);
+        // Never through a symlink: a planted `sent -> ~/Documents` must not lead the clean-up
+        // into the player's own files.
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
+            // Only our markers: a name that is not an outbox name is left alone.
+            let Some(parsed) = EnvelopeName::parse(&name) else {
                 continue;
-            }
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t < before);
-            if !old {
-                continue;
-            }
-            let stands_for_something = match EnvelopeName::parse(&name) {
-                // A dropped session's marker is the only word of its drop (sessions go first
-                // from a full outbox): kept, the newest few, see below.
-                Some(n) if n.class == EnvelopeClass::Session && kind == DROPPED_DIR => true,
-                Some(n) if n.class == EnvelopeClass::Session => outbox.join(&name).exists(),
-                Some(n) => reports_on_disk.contains(&n.report_id),
-                None => false,
             };
-            if !stands_for_something && crate::safe_fs::remove_file(entry.path()).is_ok() {
-                removed += 1;
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let old = meta.modified().is_ok_and(|t| t < before);
+            let stands_for_something = !old
+                || match parsed.class {
+                    // A dropped session's marker is the only word of its drop (sessions go
+                    // first from a full outbox): kept, the newest few, see below.
+                    EnvelopeClass::Session if kind == DROPPED_DIR => true,
+                    EnvelopeClass::Session => outbox.join(&name).exists(),
+                    _ => reports_on_disk.contains(&parsed.report_id),
+                };
+            if !stands_for_something {
+                if safe_fs::remove_file(entry.path()).is_ok() {
+                    removed += 1;
+                }
+            } else if meta.len() > 0 {
+                // A marker that kept its envelope's bytes (killed between the move and the
+                // emptying, or emptied while locked elsewhere): only its name is needed.
+                let _ = safe_fs::truncate_regular(&entry.path());
             }
         }
     }
     removed + trim_dropped_sessions(outbox)
+}
+
+/// Removes the `sent/` markers of report `report_id` (its report was removed by the report budget:
+/// they can never bring it back). `dropped/` markers stay until the next startup: they say what
+/// went unsent.
+pub(crate) fn forget_report(outbox: &Path, report_id: &str) {
+    let dir = outbox.join(SENT_DIR);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if EnvelopeName::parse(&name).is_some_and(|n| n.report_id == report_id) {
+            let _ = safe_fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Dropped sessions' markers kept: they only say that a count went unsent (no state is read from
@@ -127,7 +165,11 @@ pub(crate) const DROPPED_SESSIONS_KEPT: usize = 200;
 /// Removes the oldest dropped sessions' markers beyond [`DROPPED_SESSIONS_KEPT`] (by name: the
 /// sessions' start). Returns how many.
 fn trim_dropped_sessions(outbox: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(outbox.join(DROPPED_DIR)) else {
+    let dir = outbox.join(DROPPED_DIR);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     let mut sessions: Vec<PathBuf> = entries

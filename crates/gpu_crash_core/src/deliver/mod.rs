@@ -19,6 +19,7 @@
 //!   end, their updates queued like crash reports (and inside a crash's envelope).
 //! - The HTTP transport is `ureq` 3 with rustls (see [`transport`] for why).
 
+mod bounds;
 mod claim;
 mod crash_loop;
 mod dsn;
@@ -27,6 +28,7 @@ pub(crate) mod envelope_name;
 mod event_breadcrumbs;
 mod event_size;
 mod exception;
+mod flush;
 mod front_door;
 mod held;
 mod layout;

@@ -26,36 +26,23 @@
 //!   [`envelope_read_cap`] bytes; folders and envelopes are created owner-only (see
 //!   [`crate::safe_fs`]).
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn};
 
 use sentry::protocol::SessionUpdate;
-use sentry::Envelope;
 
-use super::claim::Claim;
 use super::dsn::Dsn;
 use super::envelope::{build_envelope, session_envelope, ENVELOPE_EXT};
-use super::envelope_name::{
-    envelope_file_name, session_envelope_name, EnvelopeClass, EnvelopeName,
-};
-use super::held::{self, HeldEnvelope, HELD_DIR};
-use super::ledger::{self, DROPPED_DIR, SENT_DIR};
+use super::envelope_name::{envelope_file_name, session_envelope_name};
+use super::held::{HeldEnvelope, HELD_DIR};
+use super::ledger::{self, SENT_DIR};
 use super::settings::DeliverySettings;
-use super::transport::{HttpTransport, SendOutcome, Transport};
+use super::transport::{HttpTransport, Transport};
 use crate::report::{write_atomically, write_atomically_locked, CrashReport};
 use crate::safe_fs;
-
-/// First delay after a 5xx or network error; doubled per failure.
-const BACKOFF_START: Duration = Duration::from_secs(1);
-/// Longest delay after repeated 5xx or network errors.
-const BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// Below this much time left, a flush does not start another request.
-const MIN_REQUEST_TIME: Duration = Duration::from_millis(50);
 
 /// Why an envelope could not be written to, or read back from, the outbox.
 #[derive(Debug, thiserror::Error)]
@@ -140,26 +127,26 @@ impl UploadState {
 /// Envelopes on disk and their upload. Cheap to clone; share one per directory in a process.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    dir: PathBuf,
-    failed_dir: PathBuf,
-    settings: DeliverySettings,
-    dsn: Option<Dsn>,
-    dsn_error: Option<String>,
-    transport: Arc<dyn Transport>,
-    state: Mutex<State>,
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) failed_dir: PathBuf,
+    pub(super) settings: DeliverySettings,
+    pub(super) dsn: Option<Dsn>,
+    pub(super) dsn_error: Option<String>,
+    pub(super) transport: Arc<dyn Transport>,
+    pub(super) state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
-struct State {
+pub(super) struct State {
     /// No sends before this instant (429, 5xx, network errors, rate-limit headers).
-    blocked_until: Option<Instant>,
+    pub(super) blocked_until: Option<Instant>,
     /// Next delay after a 5xx or network error.
-    backoff: Option<Duration>,
+    pub(super) backoff: Option<Duration>,
 }
 
 impl Outbox {
@@ -261,16 +248,6 @@ impl Outbox {
         self.enqueue_inner(report, vendor_binary, None, false)
     }
 
-    /// Whether an envelope named `name` would be the first to go from a full outbox.
-    pub(crate) fn would_be_dropped(&self, name: &str) -> bool {
-        let pending = self.pending();
-        if pending.len() < self.inner.settings.max_outbox_files {
-            return false;
-        }
-        let rank = drop_rank(Path::new(name));
-        pending.iter().all(|p| rank <= drop_rank(p))
-    }
-
     fn enqueue_inner(
         &self,
         report: &CrashReport,
@@ -326,7 +303,7 @@ impl Outbox {
         Ok(path)
     }
 
-    fn envelope_bytes(
+    pub(super) fn envelope_bytes(
         &self,
         report: &CrashReport,
         vendor_binary: Option<&[u8]>,
@@ -378,49 +355,6 @@ impl Outbox {
         Ok(released)
     }
 
-    /// Sends `report` now, from memory, without the outbox (for a report that could not be written
-    /// to disk: a full disk, a read-only folder). Bounded by [`DeliverySettings::upload_timeout`];
-    /// honours consent and the DSN like a flush; one attempt, no retry (nothing is left to retry
-    /// from). Returns the event id, or why it was not sent.
-    pub(crate) fn send_from_memory(
-        &self,
-        report: &CrashReport,
-        vendor_binary: Option<&[u8]>,
-    ) -> Result<String, String> {
-        let inner = &self.inner;
-        let dsn = inner.dsn.as_ref().ok_or_else(|| match &inner.dsn_error {
-            Some(e) => format!("no usable DSN: {e}"),
-            None => "no DSN configured".to_owned(),
-        })?;
-        if !inner.settings.upload_consent.allows() {
-            return Err("no upload consent".to_owned());
-        }
-        let bytes = self
-            .envelope_bytes(report, vendor_binary, None)
-            .map_err(|e| format!("cannot build the envelope: {e}"))?;
-        let (event_id, body) =
-            stamped_for_sending(&bytes, Path::new("(memory)"), dsn).map_err(|e| e.to_string())?;
-        match inner
-            .transport
-            .send(dsn, &body, inner.settings.upload_timeout)
-        {
-            SendOutcome::Accepted { .. } => Ok(event_id),
-            other => Err(format!("{other:?}")),
-        }
-    }
-
-    /// Drops what is worth least until the outbox is within its bounds (a process killed after
-    /// writing an envelope and before its bounds check leaves it over them).
-    pub(crate) fn keep_within_bounds(&self) {
-        self.enforce_bounds(&self.inner.dir, None);
-    }
-
-    /// Keeps `report_dir` within the report budget ([`DeliverySettings::max_report_files`] and
-    /// bytes), never dropping `keep` (the report just written); see [`super::report_budget`].
-    pub(crate) fn keep_reports_in_budget(&self, report_dir: &Path, keep: Option<&Path>) {
-        super::report_budget::enforce(report_dir, &self.inner.dir, &self.inner.settings, keep);
-    }
-
     /// Where `report` stands in the outbox at `dir` (read only: nothing is created or sent).
     pub fn state_of(dir: &Path, report: &CrashReport) -> UploadState {
         let name = envelope_file_name(report);
@@ -446,398 +380,12 @@ impl Outbox {
         list_envelopes(&self.inner.failed_dir)
     }
 
-    /// Sends pending envelopes, oldest first, until none is left or `deadline` passes. Never
-    /// blocks past `deadline` (each request's timeout is cut to the time left) and never panics.
-    pub fn flush(&self, deadline: Instant) -> FlushSummary {
-        let inner = &self.inner;
-        let mut summary = FlushSummary::default();
-        let Some(dsn) = inner.dsn.clone() else {
-            summary.pending = self.pending().len();
-            if summary.pending > 0 {
-                info!(
-                    "GPU crash reporter: no Sentry DSN configured; {} crash report(s) stay in {}",
-                    summary.pending,
-                    inner.dir.display()
-                );
-            }
-            summary.stopped = Some(match &inner.dsn_error {
-                Some(e) => format!("no usable DSN: {e}"),
-                None => "no DSN configured".to_owned(),
-            });
-            return summary;
-        };
-        if held::release_orphans(&inner.dir.join(HELD_DIR), &inner.dir) > 0 {
-            self.enforce_bounds(&inner.dir, None);
-        }
-        let mut warned_transient = false;
-        // Files this flush cannot open or read now, or could not move to `failed/`: left alone
-        // until the next flush, which tries them again.
-        let mut skipped: HashSet<PathBuf> = HashSet::new();
-        let mut unreadable = 0usize;
-        let mut unreadable_reason = String::new();
-        loop {
-            let now = Instant::now();
-            if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
-                summary.stopped = Some("deadline reached".to_owned());
-                break;
-            }
-            let blocked = self.state().blocked_until.filter(|&t| t > now);
-            if let Some(until) = blocked {
-                if until > deadline {
-                    summary.stopped = Some(format!(
-                        "server asked to wait {:.1} s, past the deadline",
-                        (until - now).as_secs_f64()
-                    ));
-                    break;
-                }
-                std::thread::sleep(until - now);
-                continue;
-            }
-            let mut claim = match self.claim_next(&skipped) {
-                Ok(Some(claim)) => claim,
-                Ok(None) => break,
-                Err((path, e)) => {
-                    let reason = format!("cannot open {} now: {e}", path.display());
-                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.last_error = Some(reason.clone());
-                    unreadable_reason = reason;
-                    skipped.insert(path);
-                    unreadable += 1;
-                    continue;
-                }
-            };
-            if !inner.settings.upload_consent.allows() {
-                summary.stopped = Some("no upload consent".to_owned());
-                info!(
-                    "GPU crash reporter: upload consent not given; crash reports stay in {}",
-                    inner.dir.display()
-                );
-                break;
-            }
-            let path = claim.path().to_owned();
-            if ledger::has(&inner.dir, SENT_DIR, &file_name_of(&path)) {
-                // Sent by a flush that died before deleting it: the marker is written first. One
-                // that cannot be deleted now (an antivirus holds it) is left for the next flush,
-                // not claimed again and again until the deadline.
-                if crate::safe_fs::remove_file(&path).is_err() {
-                    skipped.insert(path);
-                }
-                continue;
-            }
-            let cap = envelope_read_cap(&inner.settings);
-            let stamped = match claim.read(cap) {
-                Ok(bytes) => stamped_for_sending(&bytes, &path, &dsn),
-                // Larger than any envelope this outbox writes: not one of ours.
-                Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
-                    Err(OutboxError::TooLarge {
-                        path: path.clone(),
-                        limit: cap,
-                    })
-                }
-                Err(source) => {
-                    let reason = OutboxError::Read {
-                        path: path.clone(),
-                        source,
-                    }
-                    .to_string();
-                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.last_error = Some(reason.clone());
-                    unreadable_reason = reason;
-                    skipped.insert(path);
-                    unreadable += 1;
-                    continue;
-                }
-            };
-            let (event_id, body) = match stamped {
-                Ok(stamped) => stamped,
-                Err(e) => {
-                    let reason = e.to_string();
-                    error!("GPU crash reporter: {reason}; moving it to failed/");
-                    if self.move_to_failed(&mut claim).is_none() {
-                        skipped.insert(path);
-                    }
-                    summary.failed += 1;
-                    summary.last_error = Some(reason);
-                    continue;
-                }
-            };
-            let timeout = inner
-                .settings
-                .upload_timeout
-                .min(deadline.saturating_duration_since(Instant::now()));
-            summary.attempts += 1;
-            let outcome = inner.transport.send(&dsn, &body, timeout);
-            let now = Instant::now();
-            match outcome {
-                SendOutcome::Accepted { status, rate_limit } => {
-                    if !self.mark_sent(&mut claim) {
-                        skipped.insert(path.clone());
-                    }
-                    summary.sent += 1;
-                    let what = if event_id.is_empty() {
-                        "GPU crash reporter: a session update".to_owned()
-                    } else {
-                        format!("GPU crash report {event_id}")
-                    };
-                    info!("{what} delivered to {} (HTTP {status})", dsn.host());
-                    let mut state = self.state();
-                    state.backoff = None;
-                    state.blocked_until = rate_limit.map(|d| now + d);
-                }
-                SendOutcome::RateLimited {
-                    status,
-                    retry_after,
-                } => {
-                    let reason = format!(
-                        "HTTP {status} from {}: rate limited, retrying after {:.1} s",
-                        dsn.host(),
-                        retry_after.as_secs_f64()
-                    );
-                    if !warned_transient {
-                        warn!("GPU crash reporter: {reason}");
-                        warned_transient = true;
-                    }
-                    summary.last_error = Some(reason);
-                    self.state().blocked_until = Some(now + retry_after);
-                }
-                SendOutcome::ServerError {
-                    status,
-                    retry_after,
-                    body,
-                } => {
-                    let reason = format!("HTTP {status} from {}: {body}", dsn.host());
-                    self.back_off(now, retry_after, &reason, &mut warned_transient);
-                    summary.last_error = Some(reason);
-                }
-                SendOutcome::Network(e) => {
-                    let reason = format!("cannot reach {}: {e}", dsn.envelope_url());
-                    self.back_off(now, None, &reason, &mut warned_transient);
-                    summary.last_error = Some(reason);
-                }
-                SendOutcome::Rejected { status, body } => {
-                    let hint = match status {
-                        401 | 403 => " (check the DSN's public key and project id)",
-                        400 => " (malformed DSN key or envelope)",
-                        413 => " (envelope too large)",
-                        _ => "",
-                    };
-                    let kept = match self.move_to_failed(&mut claim) {
-                        Some(target) => format!("kept as {}", target.display()),
-                        None => {
-                            skipped.insert(path.clone());
-                            format!(
-                                "left in {} (failed/ cannot be written)",
-                                inner.dir.display()
-                            )
-                        }
-                    };
-                    let reason = format!(
-                        "{} rejected crash report {event_id} with HTTP {status}{hint}: {body:?}; {kept}",
-                        dsn.host()
-                    );
-                    error!("GPU crash reporter: {reason}");
-                    summary.failed += 1;
-                    summary.last_error = Some(reason);
-                }
-            }
-            drop(claim);
-        }
-        if unreadable > 0 && summary.stopped.is_none() {
-            summary.stopped = Some(format!(
-                "{unreadable} envelope(s) cannot be opened or read now (last: {unreadable_reason}); \
-                 the next flush tries again"
-            ));
-        }
-        summary.pending = self.pending().len();
-        if summary.pending > 0 {
-            info!(
-                "GPU crash reporter: {} crash report(s) wait in {} ({})",
-                summary.pending,
-                inner.dir.display(),
-                summary
-                    .stopped
-                    .as_deref()
-                    .unwrap_or("in use by another flush")
-            );
-        }
-        summary
-    }
-
-    /// [`Self::flush`] for at most [`DeliverySettings::upload_timeout`]: what a dying game calls
-    /// right after [`Self::enqueue`].
-    pub fn flush_at_crash(&self) -> FlushSummary {
-        self.flush(deadline_in(self.inner.settings.upload_timeout))
-    }
-
-    /// Flushes on a new thread (`gpu-crash-upload`) for at most `budget`: at startup, to send what
-    /// an earlier run left, or right after a crash when the game goes on.
-    pub fn spawn_background_flush(
-        &self,
-        budget: Duration,
-    ) -> std::io::Result<JoinHandle<FlushSummary>> {
-        let outbox = self.clone();
-        std::thread::Builder::new()
-            .name("gpu-crash-upload".to_owned())
-            .spawn(move || outbox.flush(deadline_in(budget)))
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere while holding the lock leaves consistent data (plain fields).
         self.inner
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn back_off(
-        &self,
-        now: Instant,
-        retry_after: Option<Duration>,
-        reason: &str,
-        warned: &mut bool,
-    ) {
-        let mut state = self.state();
-        let delay = retry_after.unwrap_or_else(|| state.backoff.unwrap_or(BACKOFF_START));
-        state.backoff = Some(
-            (state.backoff.unwrap_or(BACKOFF_START) * 2)
-                .min(BACKOFF_MAX)
-                .max(BACKOFF_START),
-        );
-        state.blocked_until = Some(now + delay);
-        drop(state);
-        if !*warned {
-            warn!(
-                "GPU crash reporter: {reason}; retrying in {:.1} s",
-                delay.as_secs_f64()
-            );
-            *warned = true;
-        }
-    }
-
-    /// Claims the next pending envelope in [`send_order`] that no other flush (of any process)
-    /// holds. `Err` names a file that cannot be opened now: the flush ends and leaves it.
-    fn claim_next(
-        &self,
-        skipped: &HashSet<PathBuf>,
-    ) -> Result<Option<Claim>, (PathBuf, std::io::Error)> {
-        for path in send_order(self.pending()) {
-            if skipped.contains(&path) {
-                continue;
-            }
-            match Claim::try_new(&path) {
-                Ok(Some(claim)) => return Ok(Some(claim)),
-                Ok(None) => continue,
-                Err(e) => return Err((path, e)),
-            }
-        }
-        Ok(None)
-    }
-
-    /// Records the claimed envelope as sent, as the first change after the server's 2xx: the
-    /// envelope itself moves into `sent/` and is emptied there, its own marker (see [`ledger`]). A
-    /// rename needs no free space, so a full disk still records it (a new marker file could not be
-    /// created there, and the report would be queued and sent again by the next launch). Where the
-    /// rename fails (a file open elsewhere on Windows), an empty marker is written and the envelope
-    /// deleted: the marker first, so a flush that dies between the two leaves a file the next flush
-    /// deletes unsent. False when the envelope is still in the outbox (the next flush deals with
-    /// it: this one does not claim it again).
-    fn mark_sent(&self, claim: &mut Claim) -> bool {
-        let path = claim.path().to_owned();
-        match ledger::retire(&self.inner.dir, SENT_DIR, &path) {
-            Ok(marker) => {
-                claim.renamed(marker);
-                true
-            }
-            Err(e) => {
-                warn!(
-                    "GPU crash reporter: sent {} but cannot record it as sent: {e}; the next \
-                     flush tries again",
-                    path.display()
-                );
-                false
-            }
-        }
-    }
-
-    /// Moves the claimed file into `failed/` (kept for a developer to look at), bounded like the
-    /// outbox. `None` when it cannot: the file then stays where it is (never deleted: it may be a
-    /// good envelope the server rejects only today) and this flush skips it.
-    fn move_to_failed(&self, claim: &mut Claim) -> Option<PathBuf> {
-        let failed = &self.inner.failed_dir;
-        let path = claim.path().to_owned();
-        let target = failed.join(path.file_name().unwrap_or_default());
-        let moved = safe_fs::private_subdir(&self.inner.dir, FAILED_DIR)
-            .and_then(|_| crate::safe_fs::rename(&path, &target));
-        match moved {
-            Ok(()) => {
-                claim.renamed(target.clone());
-                if let Ok(d) = std::fs::File::open(&self.inner.dir) {
-                    let _ = d.sync_all();
-                }
-                self.enforce_bounds(failed, Some(&target));
-                Some(target)
-            }
-            Err(e) => {
-                error!(
-                    "GPU crash reporter: cannot move {} to {}: {e}; it stays in the outbox",
-                    path.display(),
-                    failed.display()
-                );
-                None
-            }
-        }
-    }
-
-    /// Drops the oldest envelopes of `dir` until it is within the count and byte bounds.
-    fn enforce_bounds(&self, dir: &Path, keep: Option<&Path>) {
-        let settings = &self.inner.settings;
-        let mut files: Vec<(PathBuf, u64)> = list_envelopes(dir)
-            .into_iter()
-            .map(|p| {
-                let len = std::fs::metadata(&p).map_or(0, |m| m.len());
-                (p, len)
-            })
-            .collect();
-        // By worth: session updates first (a count on a chart), then warnings (faults the driver
-        // survived), then crash reports; the oldest of each first.
-        files.sort_by_key(|(p, _)| drop_rank(p));
-        let mut total: u64 = files.iter().map(|(_, l)| l).sum();
-        let mut i = 0;
-        while (files.len() > settings.max_outbox_files || total > settings.max_outbox_bytes)
-            && i < files.len()
-        {
-            let (path, len) = &files[i];
-            // Only what this check can claim: never what a flush (of any process) is sending.
-            let claim = match Claim::try_new(path) {
-                Ok(Some(claim)) if Some(path.as_path()) != keep => claim,
-                _ => {
-                    i += 1;
-                    continue;
-                }
-            };
-            // Its marker in `dropped/`, so that the startup requeue does not queue its report
-            // again (the envelope itself, emptied: it needs no free space).
-            let removed = ledger::retire(&self.inner.dir, DROPPED_DIR, path).map(|_| ());
-            drop(claim);
-            match removed {
-                Ok(()) => warn!(
-                    "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
-                     dropped {}",
-                    dir.display(),
-                    files.len(),
-                    total,
-                    settings.max_outbox_files,
-                    settings.max_outbox_bytes,
-                    path.display()
-                ),
-                Err(e) => warn!(
-                    "GPU crash reporter: cannot drop {}: {e}",
-                    path.display()
-                ),
-            }
-            total -= len;
-            files.remove(i);
-        }
     }
 }
 
@@ -860,69 +408,14 @@ pub(crate) fn envelope_read_cap(settings: &DeliverySettings) -> u64 {
 }
 
 /// The file name of an outbox path, as text.
-fn file_name_of(path: &Path) -> String {
+pub(super) fn file_name_of(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
 
-/// The event id and bytes of an envelope, its headers' `sent_at` set to now (so Sentry can correct
-/// clock drift) and `dsn` to the one it is sent to (without its secret key, which goes only into the
-/// `X-Sentry-Auth` header).
-fn stamped_for_sending(
-    bytes: &[u8],
-    path: &Path,
-    dsn: &Dsn,
-) -> Result<(String, Vec<u8>), OutboxError> {
-    let envelope = Envelope::from_slice(bytes).map_err(|source| OutboxError::Malformed {
-        path: path.to_owned(),
-        source,
-    })?;
-    let event_id = envelope.uuid().map(|id| id.simple().to_string());
-    let mut headers = envelope.headers().clone().with_sent_at(SystemTime::now());
-    if let Some(public) = dsn.without_secret() {
-        headers = headers.with_dsn(public);
-    }
-    let mut body = Vec::with_capacity(bytes.len());
-    // Writing into a Vec cannot fail but for serialisation, which read the same types a moment ago.
-    envelope
-        .with_headers(headers)
-        .to_writer(&mut body)
-        .map_err(|source| OutboxError::Write {
-            path: path.to_owned(),
-            source,
-        })?;
-    Ok((event_id.unwrap_or_default(), body))
-}
-
-/// The order a flush sends `pending` in: crash reports newest first (the crash that just happened
-/// goes out before a backlog of older ones, within a crash's short upload time), then warnings
-/// newest first, then session updates oldest first. A name that does not read as an outbox name
-/// goes last (it is not one of ours; the flush moves it to `failed/`).
-fn send_order(mut pending: Vec<PathBuf>) -> Vec<PathBuf> {
-    pending.sort_by_cached_key(|p| match EnvelopeName::of(p) {
-        Some(n) => match n.class {
-            EnvelopeClass::Crash => (0u8, u128::MAX - n.time_ms),
-            EnvelopeClass::Warning => (1, u128::MAX - n.time_ms),
-            EnvelopeClass::Session => (2, n.time_ms),
-        },
-        None => (3, 0),
-    });
-    pending
-}
-
-/// Where `path` stands when the outbox is over its bounds: lowest goes first. Sessions, then
-/// warnings, then crash reports ([`EnvelopeClass`]'s order), each oldest first; a name that does not
-/// read as ours first of all.
-fn drop_rank(path: &Path) -> (u8, EnvelopeClass, u128) {
-    match EnvelopeName::of(path) {
-        Some(n) => (1, n.class, n.time_ms),
-        None => (0, EnvelopeClass::Session, 0),
-    }
-}
-
 /// `*.envelope` files of `dir` (not temp files), sorted by name = oldest first.
-fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn list_envelopes(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -95,7 +95,7 @@ pub(crate) fn scrub_text(text: &str, home: Option<&str>) -> Option<String> {
     let mut at_boundary = true;
     while let Some(c) = rest.chars().next() {
         if at_boundary && starts_path(rest) {
-            let end = rest.find(ends_path).unwrap_or(rest.len());
+            let end = path_end(rest);
             let (path, after) = rest.split_at(end);
             match short_form(path) {
                 Some(short) => {
@@ -127,6 +127,26 @@ fn starts_path(s: &str) -> bool {
         || (b.first() == Some(&b'~') && sep(1))
         || (b.first().is_some_and(u8::is_ascii_alphabetic) && b.get(1) == Some(&b':') && sep(2))
         || (b.first() == Some(&b'\\') && b.get(1) == Some(&b'\\'))
+}
+
+/// Where the path at the start of `s` ends: at the first character that ends a path, except a
+/// space followed by a word with a separator in it (`D:\Games\John Smith\save.dat`: a folder name
+/// with a space). A word such as `and/or` after a path is taken with it: hiding too much is the
+/// safe side.
+fn path_end(s: &str) -> usize {
+    let mut end = s.find(ends_path).unwrap_or(s.len());
+    while s[end..].starts_with(' ') {
+        let word_start = end + 1;
+        let word_len = s[word_start..]
+            .find(ends_path)
+            .unwrap_or(s.len() - word_start);
+        let word = &s[word_start..word_start + word_len];
+        if word.is_empty() || starts_path(word) || !word.contains(['/', '\\']) {
+            break;
+        }
+        end = word_start + word_len;
+    }
+    end
 }
 
 fn ends_path(c: char) -> bool {
@@ -174,6 +194,15 @@ mod tests {
         assert_eq!(scrub(r"C:\Users\qa\AppData\game.exe"), "<path>/game.exe");
         assert_eq!(scrub("dir /opt/studio/builds/"), "dir <path>");
         assert_eq!(scrub(r"\\server\share\dump.bin"), "<path>/dump.bin");
+        // Issue 51 item 12: a folder name with a space is part of the path.
+        assert_eq!(
+            scrub(r"D:\Games\John Smith\saves\slot1.sav failed"),
+            "<path>/slot1.sav failed"
+        );
+        assert_eq!(
+            scrub("/home/qa/My Games/x.log: denied"),
+            "<path>/x.log: denied"
+        );
         // Not paths, or nothing to hide.
         for kept in [
             "read/write",

@@ -56,12 +56,20 @@ struct SessionFile {
     /// The crash event whose envelope carries the `crashed` update, once that is being queued.
     #[serde(default)]
     crash_event: Option<String>,
+    /// A GPU hang reported in this session (its event): the session goes on, since a GPU may
+    /// recover; a run that ends without saying how (a kill of the frozen game, `OnHang::Exit`)
+    /// ends it `crashed` at the next launch.
+    #[serde(default)]
+    hung_event: Option<String>,
     pid: u32,
 }
 
 impl SessionFile {
     fn started(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.started_ms)
+        // Hostile input (a session file): past the clock's range reads as now, never a panic.
+        UNIX_EPOCH
+            .checked_add(Duration::from_millis(self.started_ms))
+            .unwrap_or_else(SystemTime::now)
     }
 
     /// The session's last update, ending it with `status`.
@@ -195,6 +203,7 @@ impl ReleaseHealth {
             errors: 0,
             status: SessionStatus::Ok,
             crash_event: None,
+            hung_event: None,
             pid: std::process::id(),
         };
         let dir = self.0.outbox.dir();
@@ -250,11 +259,28 @@ impl ReleaseHealth {
     /// (see [`Self::crash`]); a fault the driver survived is an error of the session, which goes on
     /// (Sentry counts it `errored` when it ends, not crashed).
     pub(crate) fn report(&self, report: &CrashReport) -> Option<CrashedSession> {
-        if report.kind == CrashKind::NonFatalFault {
-            self.error();
-            return None;
+        match report.kind {
+            CrashKind::NonFatalFault => {
+                self.error();
+                None
+            }
+            // A hang alone: the GPU may still recover (issue 51 item 13); the run's end says how
+            // it went (the loss that follows, the exit, or the next launch for a killed run).
+            CrashKind::GpuHang if report.follows_hang.is_none() => {
+                self.hung(report.event_id());
+                None
+            }
+            _ => self.crash(report.event_id()),
         }
-        self.crash(report.event_id())
+    }
+
+    /// Notes a GPU hang in the running session (its file says so at once, so a kill keeps it).
+    fn hung(&self, event_id: &str) {
+        if let Some(session) = self.running().as_mut() {
+            session.file.errors = session.file.errors.saturating_add(1);
+            session.file.hung_event = Some(event_id.to_owned());
+            session.save();
+        }
     }
 
     /// Counts an error in the running session (its file says so at once, so a kill keeps it).
@@ -317,6 +343,8 @@ impl ReleaseHealth {
                 }
                 (SessionStatus::Crashed, _) => SessionStatus::Crashed,
                 (SessionStatus::Exited, _) => SessionStatus::Exited,
+                // Hung, then nothing more was said: the frozen game was killed or ended itself.
+                _ if file.hung_event.is_some() => SessionStatus::Crashed,
                 _ => SessionStatus::Abnormal,
             };
             match outbox.enqueue_session(&file.update(status)) {
@@ -483,7 +511,8 @@ mod tests {
         warning.kind = CrashKind::NonFatalFault;
         assert!(health.report(&warning).is_none(), "no crashed session");
         assert!(health.report(&warning).is_none());
-        let crash = hang_report_for_tests();
+        let mut crash = hang_report_for_tests();
+        crash.kind = CrashKind::DeviceLost;
         let crashed = health
             .report(&crash)
             .expect("the session ends with the crash");
@@ -495,6 +524,32 @@ mod tests {
         );
         crashed.queue_alone();
         assert_eq!(queued(&outbox), [SessionStatus::Crashed]);
+    }
+
+    /// Issue 51 item 13: a GPU hang does not end the session: a GPU that recovers and a game that
+    /// exits normally end it `exited` (with the hang as an error); a run killed while hung ends it
+    /// `crashed` at the next launch.
+    #[test]
+    fn a_hang_ends_the_session_only_as_the_run_ends() {
+        let outbox = outbox("hang-recovers", 50);
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        assert!(health.start());
+        let hang = hang_report_for_tests();
+        assert!(health.report(&hang).is_none(), "the session goes on");
+        assert!(health.end(SessionStatus::Exited));
+        assert_eq!(queued(&outbox), [SessionStatus::Exited]);
+
+        let outbox = outbox_named("hang-killed");
+        let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+        assert!(health.start());
+        assert!(health.report(&hang_report_for_tests()).is_none());
+        drop(health); // killed while hung
+        assert_eq!(ReleaseHealth::close_abandoned(&outbox), 1);
+        assert_eq!(queued(&outbox), [SessionStatus::Crashed]);
+    }
+
+    fn outbox_named(name: &str) -> Outbox {
+        outbox(name, 50)
     }
 
     /// A live run's session (its file locked) is left alone; once its process is gone (the lock

@@ -24,7 +24,16 @@ use tracing::warn;
 
 use super::envelope_name::{EnvelopeClass, EnvelopeName};
 use super::ledger::SENT_DIR;
+use super::outbox::Outbox;
 use super::settings::DeliverySettings;
+
+impl Outbox {
+    /// Keeps `report_dir` within the report budget ([`DeliverySettings::max_report_files`] and
+    /// bytes), never dropping `keep` (the report just written); see [`super::report_budget`].
+    pub(crate) fn keep_reports_in_budget(&self, report_dir: &Path, keep: Option<&Path>) {
+        enforce(report_dir, &self.inner.dir, &self.inner.settings, keep);
+    }
+}
 
 /// One report on disk: its files and their bytes.
 #[derive(Debug)]
@@ -35,6 +44,8 @@ struct OnDisk {
     bytes: u64,
     /// When its JSON was last written (a hang report merged into its loss report is rewritten).
     written: Option<SystemTime>,
+    /// Its JSON file, if it has one (a kill between the two writes leaves a vendor binary alone).
+    json: Option<PathBuf>,
 }
 
 /// Drops reports of `report_dir` (see the module docs) until it is within `settings`' budget, never
@@ -52,7 +63,7 @@ pub(crate) fn enforce(
     }
     let outbox = outbox_classes(outbox_dir);
     let keep_id = keep.and_then(report_id_of);
-    let rank = |r: &OnDisk| worth(r, report_dir, outbox.get(&r.id));
+    let rank = |r: &OnDisk| worth(r, outbox.get(&r.id));
     let mut reports: Vec<(u8, OnDisk)> = reports.into_iter().map(|r| (rank(&r), r)).collect();
     reports.sort_by_key(|(rank, r)| (*rank, r.time_ms));
     let mut count = reports.len();
@@ -77,6 +88,9 @@ pub(crate) fn enforce(
             }
         }
         let only_copy = report_rank == 3;
+        // Its `sent/` markers go with it: nothing can bring it back now, and a process that runs
+        // for months never reaches the startup clean-up.
+        super::ledger::forget_report(outbox_dir, &report.id);
         if only_copy {
             // Never queued: the marker says a rule let it go (`gpu-crash list`, the requeue).
             let name = format!(
@@ -102,7 +116,7 @@ pub(crate) fn enforce(
         );
         count -= 1;
         total = total.saturating_sub(report.bytes);
-        dropped.push(report_dir.join(format!("gpu-crash-{}-{}.json", report.time_ms, report.id)));
+        dropped.extend(report.json.clone());
     }
     dropped
 }
@@ -116,11 +130,12 @@ fn report_id_of(path: &Path) -> Option<String> {
 fn parse_report_name(name: &str) -> Option<(u128, String)> {
     let rest = name.strip_prefix("gpu-crash-")?;
     let (time, rest) = rest.split_once('-')?;
-    let id = rest.split_once('.')?.0;
+    // As outbox names spell it (see `envelope_name::sanitize`).
+    let id = super::envelope_name::sanitize(rest.split_once('.')?.0);
     if id.is_empty() {
         return None;
     }
-    Some((time.parse().ok()?, id.to_owned()))
+    Some((time.parse().ok()?, id))
 }
 
 /// The reports of `dir` (regular files only), each with its siblings.
@@ -144,9 +159,11 @@ fn reports_in(dir: &Path) -> Vec<OnDisk> {
             files: Vec::new(),
             bytes: 0,
             written: None,
+            json: None,
         });
         if name.ends_with(".json") {
             report.written = entry.metadata().and_then(|m| m.modified()).ok();
+            report.json = Some(entry.path());
         }
         report.files.push(entry.path());
         report.bytes = report.bytes.saturating_add(bytes);
@@ -160,7 +177,7 @@ fn reports_in(dir: &Path) -> Vec<OnDisk> {
 /// (their times are when each envelope was written, see [`super::ledger::retire`]); a report
 /// written again after all of them (a hang report merged into its loss report) or within the same
 /// clock tick is read, and only its own envelope's name counts.
-fn worth(report: &OnDisk, report_dir: &Path, traces: Option<&Vec<Trace>>) -> u8 {
+fn worth(report: &OnDisk, traces: Option<&Vec<Trace>>) -> u8 {
     let Some(traces) = traces else {
         return 3;
     };
@@ -176,8 +193,7 @@ fn worth(report: &OnDisk, report_dir: &Path, traces: Option<&Vec<Trace>>) -> u8 
     {
         return rank_of(newest);
     }
-    let path = report_dir.join(format!("gpu-crash-{}-{}.json", report.time_ms, report.id));
-    let Ok(on_disk) = crate::report::read_report(&path) else {
+    let Some(Ok(on_disk)) = report.json.as_deref().map(crate::report::read_report) else {
         return 3;
     };
     let name = super::envelope_name::envelope_file_name(&on_disk);

@@ -35,6 +35,7 @@ use super::ledger::{self, DROPPED_DIR, SENT_DIR};
 use super::outbox::FAILED_DIR;
 use super::outbox::{FlushSummary, Outbox};
 use super::release_health::ReleaseHealth;
+use crate::guard::guarded;
 use crate::report::{read_report, read_vendor_binary};
 
 impl Outbox {
@@ -50,7 +51,12 @@ impl Outbox {
         let started = SystemTime::now();
         std::thread::Builder::new()
             .name("gpu-crash-upload".to_owned())
-            .spawn(move || outbox.startup(&report_dir, started, budget))
+            .spawn(move || {
+                guarded("startup upload", || {
+                    outbox.startup(&report_dir, started, budget)
+                })
+                .unwrap_or_default()
+            })
     }
 
     /// What a launch does first, on the calling thread (see [`Self::spawn_startup_flush`]): removes
@@ -64,14 +70,7 @@ impl Outbox {
         budget: Duration,
     ) -> FlushSummary {
         let deadline = super::outbox::deadline_in(budget);
-        for dir in [
-            report_dir.to_owned(),
-            self.dir().to_owned(),
-            self.dir().join(HELD_DIR),
-            self.dir().join(FAILED_DIR),
-        ] {
-            crate::report::remove_abandoned_temp_files(&dir);
-        }
+        self.remove_abandoned_temp_files(report_dir);
         // Sessions first: one that says `crashed` checks whether its crash envelope reached the
         // outbox, which the requeue would then fill in without the session's update.
         ReleaseHealth::close_abandoned(self);
@@ -94,7 +93,9 @@ impl Outbox {
         // Newest first; a full outbox keeps what is worth most (see `Outbox::enforce_bounds`).
         let mut queued = 0;
         for (path, modified) in reports.into_iter().rev() {
-            if modified >= written_before {
+            // Written by this run (after its start, not in the future: a clock set back leaves
+            // earlier runs' reports with times ahead of now, and those are queued).
+            if modified >= written_before && modified <= SystemTime::now() {
                 continue;
             }
             let Some(id) = id_in_name(&path) else {
@@ -103,6 +104,10 @@ impl Outbox {
             if traces.dealt_with_since(&id, modified) {
                 continue;
             }
+            // A live process holds a report it wrote until it is queued: its own to queue.
+            let Ok(Some(_claim)) = super::claim::Claim::try_new(&path) else {
+                continue;
+            };
             let mut report = match read_report(&path) {
                 Ok(report) => report,
                 Err(e) => {
@@ -116,7 +121,8 @@ impl Outbox {
             if traces.knows(&envelope_file_name(&report)) {
                 continue;
             }
-            if self.would_be_dropped(&envelope_file_name(&report)) {
+            let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+            if self.would_be_dropped(&envelope_file_name(&report), bytes) {
                 // Worth less than all that waits (an old warning): left on disk for a later launch.
                 continue;
             }
@@ -142,6 +148,40 @@ impl Outbox {
         }
         ledger::forget_gone(self.dir(), &on_disk, written_before);
         queued
+    }
+}
+
+impl Outbox {
+    /// Removes the temp files killed writers left in `report_dir` and the outbox's folders.
+    fn remove_abandoned_temp_files(&self, report_dir: &Path) {
+        for dir in [
+            report_dir.to_owned(),
+            self.dir().to_owned(),
+            self.dir().join(HELD_DIR),
+            self.dir().join(FAILED_DIR),
+        ] {
+            crate::report::remove_abandoned_temp_files(&dir);
+        }
+    }
+
+    /// A launch without a DSN: nothing is queued or sent, but the folders are kept tidy (temp files
+    /// of killed writers, the report budget, markers of reports gone), on a thread of its own.
+    pub(crate) fn spawn_tidy(&self, report_dir: PathBuf) -> std::io::Result<JoinHandle<()>> {
+        let outbox = self.clone();
+        let started = SystemTime::now();
+        std::thread::Builder::new()
+            .name("gpu-crash-tidy".to_owned())
+            .spawn(move || {
+                guarded("report folder upkeep", || {
+                    outbox.remove_abandoned_temp_files(&report_dir);
+                    outbox.keep_reports_in_budget(&report_dir, None);
+                    let on_disk: HashSet<String> = report_files(&report_dir)
+                        .iter()
+                        .filter_map(|(path, _)| id_in_name(path))
+                        .collect();
+                    ledger::forget_gone(outbox.dir(), &on_disk, started);
+                });
+            })
     }
 }
 

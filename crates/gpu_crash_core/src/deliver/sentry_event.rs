@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sentry::protocol::{
     AppContext, ClientSdkInfo, Context, Event, Exception, GpuContext, Level, Map, Mechanism,
@@ -174,7 +174,11 @@ fn last_resort(mut event: Event<'static>, limit: usize) -> Event<'static> {
 
 fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> Event<'static> {
     let mut trimmed: Vec<String> = Vec::new();
-    let crash_time = UNIX_EPOCH + Duration::from_millis(report.timestamp_ms);
+    // A report's time is hostile input: one past what the platform's clock holds (Windows' is
+    // narrower than u64 milliseconds) is read as now, never a panic.
+    let crash_time = UNIX_EPOCH
+        .checked_add(Duration::from_millis(report.timestamp_ms))
+        .unwrap_or_else(SystemTime::now);
 
     let mut event = Event::new();
     event.event_id = Uuid::parse_str(report.event_id()).unwrap_or_else(|_| {

@@ -118,7 +118,8 @@ fn a_sent_report_is_not_sent_again_a_thousand_launches_later() {
             distinct_id: None,
             sequence: None,
             timestamp: None,
-            started: SystemTime::UNIX_EPOCH + Duration::from_millis(2_000 + launch),
+            // Within the 5 days Sentry accepts; later than the report, as each launch is.
+            started: SystemTime::now() - Duration::from_secs(3_600) + Duration::from_millis(launch),
             init: true,
             duration: None,
             status: sentry::protocol::SessionStatus::Exited,
@@ -332,4 +333,65 @@ fn an_accepted_envelope_that_cannot_be_deleted_does_not_spin_until_the_deadline(
     assert_eq!(flush(&outbox).sent, 0);
     assert!(outbox.pending().is_empty());
     assert_eq!(transport.calls(), 1);
+}
+
+/// Issue 51 item 13: a session update of a session that started over 5 days ago (a player offline
+/// for a week) is not sent: Sentry would drop it. Its marker says it went unsent.
+#[test]
+fn a_session_older_than_sentry_accepts_is_not_sent() {
+    let dir = fresh_dir("old-session");
+    let transport = ScriptedTransport::accepting();
+    let outbox = Outbox::with_transport(settings(&dir), transport.clone());
+    let update = |days_ago: u64| sentry::protocol::SessionUpdate {
+        session_id: uuid::Uuid::new_v4(),
+        distinct_id: None,
+        sequence: None,
+        timestamp: None,
+        started: SystemTime::now() - Duration::from_secs(days_ago * 24 * 3600),
+        init: true,
+        duration: None,
+        status: sentry::protocol::SessionStatus::Exited,
+        errors: 0,
+        attributes: sentry::protocol::SessionAttributes {
+            release: "game@1.0.0".into(),
+            environment: None,
+            ip_address: None,
+            user_agent: None,
+        },
+    };
+    outbox.enqueue_session(&update(6)).unwrap();
+    outbox.enqueue_session(&update(1)).unwrap();
+    let summary = flush(&outbox);
+    assert_eq!(summary.sent, 1, "{summary:?}");
+    assert_eq!(transport.calls(), 1);
+    assert!(outbox.pending().is_empty());
+    assert_eq!(
+        std::fs::read_dir(outbox.dir().join("dropped"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
+
+/// Issue 51 item 11: settings no game should pass do not panic the crash path: an upload timeout
+/// too large for the clock (`Outbox::new` is public), and a report whose time is past what the
+/// platform's clock holds (hostile input).
+#[test]
+fn extreme_settings_and_times_do_not_panic() {
+    let dir = fresh_dir("extremes");
+    let reports = dir.join("reports");
+    let outbox = Outbox::with_transport(
+        DeliverySettings {
+            upload_timeout: Duration::MAX,
+            max_attachment_bytes: usize::MAX,
+            max_event_bytes: usize::MAX,
+            ..settings(&dir)
+        },
+        ScriptedTransport::accepting(),
+    );
+    let mut report = written(&reports, CrashKind::DeviceLost, u64::MAX);
+    report.timestamp_ms = u64::MAX;
+    outbox.enqueue(&report, None).unwrap();
+    let summary = outbox.flush_at_crash();
+    assert_eq!(summary.sent, 1, "{summary:?}");
 }

@@ -90,12 +90,25 @@ pub enum ReportError {
 }
 
 /// Writes `report` (and the vendor binary as a sibling file) into `dir` atomically: temporary file,
-/// fsync, rename, fsync of the directory. Returns the report's path.
+/// fsync, rename, fsync of the directory. Returns the report's path. (The crash path uses
+/// [`write_report_held`].)
+#[cfg(any(test, feature = "test-support"))]
 pub(crate) fn write_report(
     dir: &Path,
     report: &mut CrashReport,
     vendor_binary: Option<&[u8]>,
 ) -> Result<PathBuf, ReportError> {
+    write_report_held(dir, report, vendor_binary).map(|(path, _held)| path)
+}
+
+/// [`write_report`], the report's file returned open and exclusively locked (taken before the
+/// file got its name): held until the report is queued, so that a startup requeue of another
+/// process never queues it first (see `deliver::requeue`).
+pub(crate) fn write_report_held(
+    dir: &Path,
+    report: &mut CrashReport,
+    vendor_binary: Option<&[u8]>,
+) -> Result<(PathBuf, std::fs::File), ReportError> {
     safe_fs::create_private_dir_all(dir).map_err(|source| ReportError::CreateDir {
         dir: dir.to_owned(),
         source,
@@ -125,11 +138,11 @@ pub(crate) fn write_report(
         path: path.clone(),
         source,
     })?;
-    write_atomically(&path, &json).map_err(|source| ReportError::Write {
+    let held = write_atomically_locked(&path, &json).map_err(|source| ReportError::Write {
         path: path.clone(),
         source,
     })?;
-    Ok(path)
+    Ok((path, held))
 }
 
 /// Temp file in the same directory (created new and owner-only), fsync, rename over `path`, fsync

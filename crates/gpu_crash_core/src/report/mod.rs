@@ -29,11 +29,13 @@ pub(crate) use build::hang_report_for_tests;
 #[cfg(feature = "test-support")]
 pub(crate) use build::report_without_device;
 pub(crate) use build::{add_hang_info, build_report, fault_cut, CrashContext};
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) use file::write_report;
 pub use file::{
     read_report, read_vendor_binary, ReportError, MAX_REPORT_BYTES, MAX_VENDOR_BINARY_BYTES,
 };
 pub(crate) use file::{
-    remove_abandoned_temp_files, write_atomically, write_atomically_locked, write_report,
+    remove_abandoned_temp_files, write_atomically, write_atomically_locked, write_report_held,
 };
 pub use model::*;
 pub use page::html_page;

@@ -629,9 +629,42 @@ pub fn parse_vendor_binary(bytes: &[u8]) -> Result<VendorBinaryHeader, VendorBin
     })
 }
 
+/// Blanks the application and engine names a VersionOne vendor binary header points at (their
+/// bytes up to the NUL become zeros; the layout stays), for an upload without application names.
+/// A binary without a header this parser reads is left as it is (it names nothing we can find).
+pub(crate) fn blank_vendor_binary_names(bytes: &mut [u8]) {
+    if parse_vendor_binary(bytes).is_err() {
+        return;
+    }
+    for offset_at in [36usize, 44] {
+        let offset =
+            u32::from_ne_bytes(bytes[offset_at..offset_at + 4].try_into().unwrap_or([0; 4]))
+                as usize;
+        if offset == 0 || offset >= bytes.len() {
+            continue;
+        }
+        for b in bytes[offset..].iter_mut().take_while(|b| **b != 0) {
+            *b = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 51 item 13: without application names, the raw vendor binary keeps none either.
+    #[test]
+    fn the_vendor_binarys_names_can_be_blanked() {
+        let mut bytes = header("my game");
+        blank_vendor_binary_names(&mut bytes);
+        let h = parse_vendor_binary(&bytes).unwrap();
+        assert_eq!(h.application_name.as_deref(), Some(""));
+        assert!(!bytes.windows(4).any(|w| w == b"game"));
+        let mut junk = vec![1u8, 2, 3];
+        blank_vendor_binary_names(&mut junk);
+        assert_eq!(junk, [1, 2, 3]);
+    }
 
     fn header(app: &str) -> Vec<u8> {
         let mut b = vec![0u8; VENDOR_HEADER_SIZE];
