@@ -37,7 +37,8 @@ pub(crate) fn before_write() -> io::Result<()> {
 
 #[cfg(test)]
 pub(crate) use scripted::{
-    is_dead, kill_after, killed_right_after_upload, note_upload, run_as, set_disk_full,
+    is_dead, kill_after, killed_right_after_upload, note_made, note_upload, run_as, set_disk_full,
+    take_dropped,
 };
 
 #[cfg(test)]
@@ -59,6 +60,8 @@ mod scripted {
         /// Uploads whose process died at the first change after the server accepted them (the
         /// move that records them as sent).
         killed_after: Vec<String>,
+        /// Files made (created or renamed into place) in a `dropped/` folder, not taken yet.
+        dropped: Vec<std::path::PathBuf>,
     }
 
     thread_local! {
@@ -127,6 +130,23 @@ mod scripted {
     /// Uploads whose process was killed right after the server accepted them.
     pub(crate) fn killed_right_after_upload() -> Vec<String> {
         STATE.with_borrow(|s| s.killed_after.clone())
+    }
+
+    /// A file was made at `path` (created, or renamed there).
+    pub(crate) fn note_made(path: &std::path::Path) {
+        let in_dropped = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .is_some_and(|n| n == "dropped");
+        if in_dropped {
+            STATE.with_borrow_mut(|s| s.dropped.push(path.to_owned()));
+        }
+    }
+
+    /// The `dropped/` markers made since the last call (the lifetime simulation's evidence of
+    /// what a rule let go, before any clean-up removes a marker).
+    pub(crate) fn take_dropped() -> Vec<std::path::PathBuf> {
+        STATE.with_borrow_mut(|s| std::mem::take(&mut s.dropped))
     }
 
     pub(crate) fn set_disk_full(full: bool) {

@@ -85,7 +85,10 @@ pub(crate) fn create_private_new(path: &Path) -> io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    options.open(path)
+    let file = options.open(path)?;
+    #[cfg(test)]
+    crate::fs_seam::note_made(path);
+    Ok(file)
 }
 
 /// `std::fs::remove_file`, through the kill seam (see [`crate::fs_seam`]).
@@ -97,7 +100,10 @@ pub(crate) fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// `std::fs::rename`, through the kill seam (see [`crate::fs_seam`]).
 pub(crate) fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
     crate::fs_seam::before_change()?;
-    std::fs::rename(from, to)
+    std::fs::rename(from, to.as_ref())?;
+    #[cfg(test)]
+    crate::fs_seam::note_made(to.as_ref());
+    Ok(())
 }
 
 /// Empties the regular file `path` (never through a symlink), through the kill seam, keeping its

@@ -10,12 +10,21 @@ use super::envelope_name::{EnvelopeClass, EnvelopeName};
 use super::ledger::{self, DROPPED_DIR};
 use super::outbox::{list_envelopes, Outbox};
 
+/// Session updates' own envelopes the outbox keeps beside its `max_outbox_files` reports: a few
+/// hundred bytes each, so a player offline for months (one a launch) keeps the last 500 launches'.
+pub(crate) const MAX_SESSION_ENVELOPES: usize = 500;
+
 impl Outbox {
     /// Whether an envelope named `name` of about `bytes` would be the first to go: the outbox has no
     /// room for it (files or bytes) and it is worth least of all.
     pub(crate) fn would_be_dropped(&self, name: &str, bytes: u64) -> bool {
         let settings = &self.inner.settings;
-        let pending = self.pending();
+        // Reports only: session updates have a count of their own (see `enforce_bounds`).
+        let pending: Vec<PathBuf> = self
+            .pending()
+            .into_iter()
+            .filter(|p| EnvelopeName::of(p).is_none_or(|n| n.class != EnvelopeClass::Session))
+            .collect();
         let pending_bytes: u64 = pending
             .iter()
             .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
@@ -48,12 +57,29 @@ impl Outbox {
         // By worth: session updates first (a count on a chart), then warnings (faults the driver
         // survived), then crash reports; the oldest of each first.
         files.sort_by_key(|(p, _)| drop_rank(p));
+        let is_session =
+            |p: &Path| EnvelopeName::of(p).is_some_and(|n| n.class == EnvelopeClass::Session);
+        // Session updates (a few hundred bytes each) have a count of their own: a week offline
+        // must not cost a player's sessions their place beside the crash reports, nor the reverse.
+        let mut sessions = files.iter().filter(|(p, _)| is_session(p)).count();
+        let mut others = files.len() - sessions;
         let mut total: u64 = files.iter().map(|(_, l)| l).sum();
         let mut i = 0;
-        while (files.len() > settings.max_outbox_files || total > settings.max_outbox_bytes)
-            && i < files.len()
-        {
+        while i < files.len() {
             let (path, len) = &files[i];
+            let session = is_session(path);
+            let over_count = if session {
+                sessions > MAX_SESSION_ENVELOPES
+            } else {
+                others > settings.max_outbox_files
+            };
+            if !over_count && total <= settings.max_outbox_bytes {
+                if others <= settings.max_outbox_files && sessions <= MAX_SESSION_ENVELOPES {
+                    break;
+                }
+                i += 1;
+                continue;
+            }
             // Only what this check can claim: never what a flush (of any process) is sending.
             let claim = match Claim::try_new(path) {
                 Ok(Some(claim)) if Some(path.as_path()) != keep => claim,
@@ -68,21 +94,24 @@ impl Outbox {
             drop(claim);
             match removed {
                 Ok(()) => warn!(
-                    "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files, {} bytes): \
-                     dropped {}",
+                    "GPU crash reporter: {} holds {} file(s), {} bytes (limits {} files and {} \
+                     session updates, {} bytes): dropped {}",
                     dir.display(),
                     files.len(),
                     total,
                     settings.max_outbox_files,
+                    MAX_SESSION_ENVELOPES,
                     settings.max_outbox_bytes,
                     path.display()
                 ),
-                Err(e) => warn!(
-                    "GPU crash reporter: cannot drop {}: {e}",
-                    path.display()
-                ),
+                Err(e) => warn!("GPU crash reporter: cannot drop {}: {e}", path.display()),
             }
             total -= len;
+            if session {
+                sessions -= 1;
+            } else {
+                others -= 1;
+            }
             files.remove(i);
         }
     }

@@ -421,16 +421,12 @@ impl Lifetime {
         }
     }
 
-    /// Remembers the events a `dropped/` marker names (before the startup removes old markers).
+    /// Remembers the events a `dropped/` marker was made for (the seam saw each one made, before any
+    /// clean-up could remove it).
     fn note_dropped(&mut self) {
-        let dir = self.settings.outbox_dir.join(super::ledger::DROPPED_DIR);
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.filter_map(Result::ok) {
-                if let Some(name) =
-                    super::envelope_name::EnvelopeName::parse(&entry.file_name().to_string_lossy())
-                {
-                    self.dropped.insert(name.event_id);
-                }
+        for path in fs_seam::take_dropped() {
+            if let Some(name) = super::envelope_name::EnvelopeName::of(&path) {
+                self.dropped.insert(name.event_id);
             }
         }
     }
@@ -559,16 +555,23 @@ impl Lifetime {
             outbox_bytes <= 2 * self.settings.max_outbox_bytes + one_report,
             "{outbox_bytes} bytes in the outbox"
         );
-        let pending = std::fs::read_dir(&self.settings.outbox_dir)
+        let names: Vec<String> = std::fs::read_dir(&self.settings.outbox_dir)
             .map(|e| {
                 e.filter_map(Result::ok)
-                    .filter(|e| e.file_name().to_string_lossy().ends_with(".envelope"))
-                    .count()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".envelope"))
+                    .collect()
             })
-            .unwrap_or(0);
+            .unwrap_or_default();
+        let sessions = names.iter().filter(|n| n.contains("-session-")).count();
+        let pending = names.len() - sessions;
         assert!(
             pending <= self.settings.max_outbox_files + 1,
             "{pending} envelopes pending"
+        );
+        assert!(
+            sessions <= super::bounds::MAX_SESSION_ENVELOPES + 1,
+            "{sessions} session updates pending"
         );
         let markers = ["sent", "dropped"]
             .iter()

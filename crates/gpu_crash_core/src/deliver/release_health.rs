@@ -595,9 +595,10 @@ mod tests {
         assert!(session_files(outbox.dir()).is_empty());
     }
 
-    /// Over its bounds, the outbox drops session updates before crash reports, whatever their age.
+    /// A session update does not take a report's place in a full outbox, nor the reverse: session
+    /// updates have a count of their own beside `max_outbox_files`.
     #[test]
-    fn a_full_outbox_drops_sessions_first() {
+    fn a_full_outbox_keeps_sessions_beside_its_reports() {
         let outbox = outbox("bounds", 2);
         let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
         health.start();
@@ -606,8 +607,19 @@ mod tests {
         older.timestamp_ms = 1;
         outbox.enqueue(&older, None).unwrap();
         outbox.enqueue(&hang_report_for_tests(), None).unwrap();
-        assert!(queued(&outbox).is_empty(), "the session went");
-        assert_eq!(outbox.pending().len(), 2, "both reports stay");
+        assert_eq!(
+            queued(&outbox),
+            [SessionStatus::Exited],
+            "the session stays"
+        );
+        assert_eq!(outbox.pending().len(), 3, "both reports stay");
+        outbox.enqueue(&hang_report_for_tests(), None).unwrap();
+        assert_eq!(
+            queued(&outbox),
+            [SessionStatus::Exited],
+            "the session stays"
+        );
+        assert_eq!(outbox.pending().len(), 3, "the oldest report went");
     }
 
     /// Without a release, or with consent denied outright, no session is kept.

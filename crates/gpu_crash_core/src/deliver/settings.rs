@@ -84,7 +84,9 @@ pub struct DeliverySettings {
     pub upload_timeout: Duration,
     /// The outbox directory; rejected envelopes go to its `failed/` subdirectory.
     pub outbox_dir: PathBuf,
-    /// At most this many pending envelopes (and as many failed ones); the oldest are dropped.
+    /// At most this many pending report envelopes (and as many failed ones); what is worth least
+    /// is dropped first (warnings, then the oldest crash reports). Session updates, a few hundred
+    /// bytes each, have a count of their own (500).
     pub max_outbox_files: usize,
     /// At most this many bytes of pending envelopes (and as many of failed ones).
     pub max_outbox_bytes: u64,
