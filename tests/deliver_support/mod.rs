@@ -403,6 +403,7 @@ impl Bugsink {
 // -------------------------------------------------------------------------------- file permissions
 
 #[cfg(target_os = "linux")]
+#[allow(unused_imports)] // not every test binary that includes this module uses it
 pub use gpu_crash_core::test_support::drop_file_permission_override;
 
 // ------------------------------------------------------------------------------ scripted HTTP server

@@ -123,11 +123,6 @@ pub(crate) fn session_envelope_name(update: &SessionUpdate<'_>) -> String {
     )
 }
 
-/// Whether `path` is a session update's own envelope.
-pub(crate) fn is_session_envelope(path: &Path) -> bool {
-    EnvelopeName::of(path).is_some_and(|n| n.class == EnvelopeClass::Session)
-}
-
 /// Keeps an id usable as part of a file name: ASCII letters and digits, at most 64. No `-`: a
 /// hostile id such as `warning-…` or `session-…` would read back as another class.
 pub(crate) fn sanitize(id: &str) -> String {

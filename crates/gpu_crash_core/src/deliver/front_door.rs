@@ -109,14 +109,10 @@ impl Delivery {
         }))
     }
 
-    /// The outbox.
+    /// The outbox (the lifetime simulation starts its launches through it).
+    #[cfg(test)]
     pub(crate) fn outbox(&self) -> &Outbox {
         &self.0.outbox
-    }
-
-    /// Where reports are written.
-    pub(crate) fn report_dir(&self) -> &Path {
-        &self.0.report_dir
     }
 
     /// The limit of one upload at crash time.
