@@ -539,17 +539,13 @@ mod tests {
         assert!(health.end(SessionStatus::Exited));
         assert_eq!(queued(&outbox), [SessionStatus::Exited]);
 
-        let outbox = outbox_named("hang-killed");
+        let outbox = self::outbox("hang-killed", 50);
         let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
         assert!(health.start());
         assert!(health.report(&hang_report_for_tests()).is_none());
         drop(health); // killed while hung
         assert_eq!(ReleaseHealth::close_abandoned(&outbox), 1);
         assert_eq!(queued(&outbox), [SessionStatus::Crashed]);
-    }
-
-    fn outbox_named(name: &str) -> Outbox {
-        outbox(name, 50)
     }
 
     /// A live run's session (its file locked) is left alone; once its process is gone (the lock

@@ -89,6 +89,27 @@ fn written(dir: &Path, kind: CrashKind, timestamp_ms: u64) -> CrashReport {
     report
 }
 
+/// A session's last update (`exited`), for a session started at `started`.
+fn session_update(started: SystemTime) -> sentry::protocol::SessionUpdate<'static> {
+    sentry::protocol::SessionUpdate {
+        session_id: uuid::Uuid::new_v4(),
+        distinct_id: None,
+        sequence: None,
+        timestamp: None,
+        started,
+        init: true,
+        duration: None,
+        status: sentry::protocol::SessionStatus::Exited,
+        errors: 0,
+        attributes: sentry::protocol::SessionAttributes {
+            release: "game@1.0.0".into(),
+            environment: None,
+            ip_address: None,
+            user_agent: None,
+        },
+    }
+}
+
 fn flush(outbox: &Outbox) -> super::FlushSummary {
     outbox.flush(Instant::now() + Duration::from_secs(10))
 }
@@ -113,24 +134,10 @@ fn a_sent_report_is_not_sent_again_a_thousand_launches_later() {
 
     for launch in 0..1_100u64 {
         // Each launch's session update, sent; a marker each, as the flush leaves them.
-        let update = sentry::protocol::SessionUpdate {
-            session_id: uuid::Uuid::new_v4(),
-            distinct_id: None,
-            sequence: None,
-            timestamp: None,
-            // Within the 5 days Sentry accepts; later than the report, as each launch is.
-            started: SystemTime::now() - Duration::from_secs(3_600) + Duration::from_millis(launch),
-            init: true,
-            duration: None,
-            status: sentry::protocol::SessionStatus::Exited,
-            errors: 0,
-            attributes: sentry::protocol::SessionAttributes {
-                release: "game@1.0.0".into(),
-                environment: None,
-                ip_address: None,
-                user_agent: None,
-            },
-        };
+        // Within the 5 days Sentry accepts; later than the report, as each launch is.
+        let update = session_update(
+            SystemTime::now() - Duration::from_secs(3_600) + Duration::from_millis(launch),
+        );
         // A launch: the startup requeue, then this run's session update sent.
         assert_eq!(
             outbox.requeue_unqueued(&reports, later()),
@@ -342,23 +349,8 @@ fn a_session_older_than_sentry_accepts_is_not_sent() {
     let dir = fresh_dir("old-session");
     let transport = ScriptedTransport::accepting();
     let outbox = Outbox::with_transport(settings(&dir), transport.clone());
-    let update = |days_ago: u64| sentry::protocol::SessionUpdate {
-        session_id: uuid::Uuid::new_v4(),
-        distinct_id: None,
-        sequence: None,
-        timestamp: None,
-        started: SystemTime::now() - Duration::from_secs(days_ago * 24 * 3600),
-        init: true,
-        duration: None,
-        status: sentry::protocol::SessionStatus::Exited,
-        errors: 0,
-        attributes: sentry::protocol::SessionAttributes {
-            release: "game@1.0.0".into(),
-            environment: None,
-            ip_address: None,
-            user_agent: None,
-        },
-    };
+    let update =
+        |days_ago: u64| session_update(SystemTime::now() - Duration::from_secs(days_ago * 86_400));
     outbox.enqueue_session(&update(6)).unwrap();
     outbox.enqueue_session(&update(1)).unwrap();
     let summary = flush(&outbox);
