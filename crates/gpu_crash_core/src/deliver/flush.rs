@@ -87,8 +87,7 @@ impl Outbox {
         // Files this flush cannot open or read now, or could not move to `failed/`: left alone
         // until the next flush, which tries them again.
         let mut skipped: HashSet<PathBuf> = HashSet::new();
-        let mut unreadable = 0usize;
-        let mut unreadable_reason = String::new();
+        let mut unreadable = Unreadable::default();
         loop {
             let now = Instant::now();
             if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
@@ -112,11 +111,7 @@ impl Outbox {
                 Ok(None) => break,
                 Err((path, e)) => {
                     let reason = format!("cannot open {} now: {e}", path.display());
-                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.last_error = Some(reason.clone());
-                    unreadable_reason = reason;
-                    skipped.insert(path);
-                    unreadable += 1;
+                    unreadable.leave(reason, path, &mut summary, &mut skipped);
                     continue;
                 }
             };
@@ -166,11 +161,7 @@ impl Outbox {
                         source,
                     }
                     .to_string();
-                    warn!("GPU crash reporter: {reason}; it stays for the next flush");
-                    summary.last_error = Some(reason.clone());
-                    unreadable_reason = reason;
-                    skipped.insert(path);
-                    unreadable += 1;
+                    unreadable.leave(reason, path, &mut summary, &mut skipped);
                     continue;
                 }
             };
@@ -268,6 +259,10 @@ impl Outbox {
             }
             drop(claim);
         }
+        let Unreadable {
+            count: unreadable,
+            last: unreadable_reason,
+        } = unreadable;
         if unreadable > 0 && summary.stopped.is_none() {
             summary.stopped = Some(format!(
                 "{unreadable} envelope(s) cannot be opened or read now (last: {unreadable_reason}); \
@@ -407,6 +402,30 @@ impl Outbox {
                 None
             }
         }
+    }
+}
+
+/// Envelopes a flush cannot open or read now: left for the next flush, counted for its summary.
+#[derive(Default)]
+struct Unreadable {
+    count: usize,
+    last: String,
+}
+
+impl Unreadable {
+    /// Leaves `path` for the next flush, for `reason`.
+    fn leave(
+        &mut self,
+        reason: String,
+        path: PathBuf,
+        summary: &mut FlushSummary,
+        skipped: &mut HashSet<PathBuf>,
+    ) {
+        warn!("GPU crash reporter: {reason}; it stays for the next flush");
+        summary.last_error = Some(reason.clone());
+        self.last = reason;
+        skipped.insert(path);
+        self.count += 1;
     }
 }
 
