@@ -320,7 +320,10 @@ mod tests {
             );
         }
         assert!(left.contains(&last.unwrap()), "the newest report stays");
-        let files = std::fs::read_dir(&reports).unwrap().count();
+        let files = std::fs::read_dir(&reports)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_file())
+            .count();
         assert_eq!(files, 10, "no vendor binary left behind");
     }
 }

@@ -146,7 +146,7 @@ impl Outbox {
                  the outbox are queued for upload"
             );
         }
-        ledger::forget_gone(self.dir(), &on_disk, written_before);
+        self.forget_gone_reports(report_dir, &on_disk, written_before);
         queued
     }
 }
@@ -161,6 +161,22 @@ impl Outbox {
             self.dir().join(FAILED_DIR),
         ] {
             crate::report::remove_abandoned_temp_files(&dir);
+        }
+    }
+
+    /// Removes the markers of reports no longer in `report_dir` (see [`ledger::forget_gone`]), when
+    /// this outbox is that folder's own (`<report dir>/outbox`). An outbox the game put elsewhere
+    /// may serve other report folders too (a launcher beside the game): their reports are not in
+    /// this one, and removing their markers would have them sent again. There, markers go with
+    /// their reports through the report budget ([`ledger::forget_report`]).
+    fn forget_gone_reports(
+        &self,
+        report_dir: &Path,
+        on_disk: &HashSet<String>,
+        before: SystemTime,
+    ) {
+        if self.dir() == report_dir.join(super::DEFAULT_OUTBOX_NAME) {
+            ledger::forget_gone(self.dir(), on_disk, before);
         }
     }
 
@@ -179,7 +195,7 @@ impl Outbox {
                         .iter()
                         .filter_map(|(path, _)| id_in_name(path))
                         .collect();
-                    ledger::forget_gone(outbox.dir(), &on_disk, started);
+                    outbox.forget_gone_reports(&report_dir, &on_disk, started);
                 });
             })
     }

@@ -73,9 +73,10 @@ pub(crate) fn settings(dir: &Path) -> DeliverySettings {
         release: Some("game@1.0.0".into()),
         environment: Some("test".into()),
         upload_timeout: Duration::from_millis(500),
+        // The game's own layout: the outbox inside its report folder.
         ..DeliverySettings::new(
             Some("http://public@127.0.0.1:9/1".parse().unwrap()),
-            dir.join("outbox"),
+            dir.join("reports").join("outbox"),
         )
     }
 }
@@ -386,4 +387,29 @@ fn extreme_settings_and_times_do_not_panic() {
     outbox.enqueue(&report, None).unwrap();
     let summary = outbox.flush_at_crash();
     assert_eq!(summary.sent, 1, "{summary:?}");
+}
+
+/// An outbox the game put outside its report folder may serve two report folders (a launcher and
+/// the game): a startup of one never removes the other's `sent/` markers, which would have the
+/// other's reports sent again (review of issue 51).
+#[test]
+fn an_outbox_shared_by_two_report_folders_sends_each_report_once() {
+    let dir = fresh_dir("shared-outbox");
+    let (game, launcher) = (dir.join("game"), dir.join("launcher"));
+    let transport = ScriptedTransport::accepting();
+    let outbox = Outbox::with_transport(
+        DeliverySettings {
+            outbox_dir: dir.join("shared"),
+            ..settings(&dir)
+        },
+        transport.clone(),
+    );
+    let report = written(&game, CrashKind::DeviceLost, 1_000);
+    outbox.enqueue(&report, None).unwrap();
+    assert_eq!(flush(&outbox).sent, 1);
+    for _ in 0..3 {
+        assert_eq!(outbox.requeue_unqueued(&launcher, later()), 0);
+        assert_eq!(outbox.requeue_unqueued(&game, later()), 0, "sent already");
+    }
+    assert_eq!(transport.calls(), 1);
 }
