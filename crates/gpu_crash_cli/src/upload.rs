@@ -53,7 +53,14 @@ pub fn run(args: UploadArgs) -> CliResult {
     // One outbox per folder (the plugin keeps one per game); reports queued, then each flushed.
     let mut outboxes: Vec<Outbox> = Vec::new();
     let mut skipped = 0;
-    for (path, mut report) in reports {
+    for (path, read) in reports {
+        let mut report = match read.map_or_else(|| read_report(&path), Ok) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("gpu-crash: skipped: {}", escape_controls(&e.to_string()));
+                continue;
+            }
+        };
         let dir = args
             .outbox
             .clone()
@@ -130,19 +137,17 @@ pub fn run(args: UploadArgs) -> CliResult {
 }
 
 /// The reports named on the command line: a file must be a readable report (else the error, exit
-/// 2); in a folder, files that are not reports are skipped with one line each.
-fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, CrashReport)>, CliError> {
+/// 2), read now; a folder's reports are read one at a time when queued, and files that are not
+/// reports are skipped with one line each.
+fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Option<CrashReport>)>, CliError> {
     let mut reports = Vec::new();
     for path in paths {
         if path.is_dir() {
-            for file in report_files(path) {
-                match read_report(&file) {
-                    Ok(r) => reports.push((file, r)),
-                    Err(e) => eprintln!("gpu-crash: skipped: {}", escape_controls(&e.to_string())),
-                }
-            }
+            // Read one at a time as they are queued: a folder of reports (up to 64 MiB each) is
+            // never held in memory at once (issue 51 item 12).
+            reports.extend(report_files(path).into_iter().map(|file| (file, None)));
         } else if path.exists() {
-            reports.push((path.clone(), read_report(path)?));
+            reports.push((path.clone(), Some(read_report(path)?)));
         } else {
             return Err(CliError::NotFound(path.display().to_string()));
         }
