@@ -113,23 +113,8 @@ pub(crate) fn truncate_regular(path: &Path) -> io::Result<()> {
     crate::fs_seam::before_change()?;
     let mut options = OpenOptions::new();
     options.write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    #[cfg(not(unix))]
-    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
-        return Err(not_followed());
-    }
-    let file = options.open(path)?;
+    let file = open_regular_with(path, &mut options)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
     file.set_len(0)?;
     match meta.modified() {
         Ok(written) => file.set_modified(written),
@@ -142,6 +127,11 @@ pub(crate) fn truncate_regular(path: &Path) -> io::Result<()> {
 pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
+    open_regular_with(path, &mut options)
+}
+
+/// Opens `path` with `options` if it is a regular file, not a symlink (see [`open_regular`]).
+fn open_regular_with(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;

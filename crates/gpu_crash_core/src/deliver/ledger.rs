@@ -95,16 +95,7 @@ pub(crate) fn forget_gone(
 ) -> usize {
     let mut removed = 0;
     for kind in [SENT_DIR, DROPPED_DIR] {
-        let dir = outbox.join(kind);
-        // Never through a symlink: a planted `sent -> ~/Documents` must not lead the clean-up
-        // into the player's own files.
-        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-            continue;
-        }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.filter_map(Result::ok) {
+        for entry in entries_of(outbox, kind) {
             let name = entry.file_name().to_string_lossy().into_owned();
             // Only our markers: a name that is not an outbox name is left alone.
             let Some(parsed) = EnvelopeName::parse(&name) else {
@@ -143,14 +134,7 @@ pub(crate) fn forget_gone(
 /// they can never bring it back). `dropped/` markers stay until the next startup: they say what
 /// went unsent.
 pub(crate) fn forget_report(outbox: &Path, report_id: &str) {
-    let dir = outbox.join(SENT_DIR);
-    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
+    for entry in entries_of(outbox, SENT_DIR) {
         let name = entry.file_name().to_string_lossy().into_owned();
         if EnvelopeName::parse(&name).is_some_and(|n| n.report_id == report_id) {
             let _ = safe_fs::remove_file(entry.path());
@@ -165,15 +149,8 @@ pub(crate) const DROPPED_SESSIONS_KEPT: usize = 200;
 /// Removes the oldest dropped sessions' markers beyond [`DROPPED_SESSIONS_KEPT`] (by name: the
 /// sessions' start). Returns how many.
 fn trim_dropped_sessions(outbox: &Path) -> usize {
-    let dir = outbox.join(DROPPED_DIR);
-    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-        return 0;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut sessions: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
+    let mut sessions: Vec<PathBuf> = entries_of(outbox, DROPPED_DIR)
+        .into_iter()
         .map(|e| e.path())
         .filter(|p| EnvelopeName::of(p).is_some_and(|n| n.class == EnvelopeClass::Session))
         .collect();
@@ -186,4 +163,17 @@ fn trim_dropped_sessions(outbox: &Path) -> usize {
         .iter()
         .filter(|p| safe_fs::remove_file(p).is_ok())
         .count()
+}
+
+/// The entries of the marker folder `outbox/<kind>`; none when it is missing or not a folder of
+/// its own. Never through a symlink: a planted `sent -> ~/Documents` must not lead a clean-up into
+/// the player's files.
+fn entries_of(outbox: &Path, kind: &str) -> Vec<std::fs::DirEntry> {
+    let dir = outbox.join(kind);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Vec::new();
+    }
+    std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(Result::ok).collect())
+        .unwrap_or_default()
 }
