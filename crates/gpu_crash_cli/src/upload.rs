@@ -86,6 +86,15 @@ pub fn run(args: UploadArgs) -> CliResult {
                 o
             }
         };
+        if state == UploadState::Pending {
+            // The game's own envelope waits (with its session update, its settings, its release):
+            // it is sent as the game built it, never rebuilt over by the tool's defaults.
+            println!(
+                "waiting in the game's outbox: {}",
+                escape_controls(&path.display().to_string())
+            );
+            continue;
+        }
         let vendor_binary = read_vendor_binary(&path, &report).unwrap_or_else(|e| {
             eprintln!(
                 "gpu-crash: vendor binary not attached: {}",

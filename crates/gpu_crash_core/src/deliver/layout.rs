@@ -20,14 +20,17 @@ pub const OUTBOX_POINTER_NAME: &str = "gpu-crash-outbox.path";
 const POINTER_READ_CAP: u64 = 4096;
 
 /// The outbox the game keeps for the reports of `report_dir` (see the module docs). A pointer that
-/// is not a plain file, is too long, or does not hold an absolute path is ignored.
+/// is not a plain file, is too long, does not hold an absolute path, or names anything but an
+/// existing folder of this user's that no one else may write is ignored: a report folder is
+/// hostile input (a player's copied to a developer's machine), and `gpu-crash upload` writes and
+/// renames files in the outbox it names.
 pub fn outbox_dir_of(report_dir: &Path) -> PathBuf {
     let pointer = report_dir.join(OUTBOX_POINTER_NAME);
     let named = safe_fs::read_regular_capped(&pointer, POINTER_READ_CAP)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .map(|text| PathBuf::from(text.trim_end_matches(['\n', '\r'])))
-        .filter(|path| path.is_absolute());
+        .filter(|path| path.is_absolute() && safe_fs::is_own_private_dir(path));
     named.unwrap_or_else(|| report_dir.join(DEFAULT_OUTBOX_NAME))
 }
 
@@ -72,6 +75,9 @@ mod tests {
         assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
         let elsewhere = dir.join("elsewhere");
         record_outbox_dir(&reports, &elsewhere);
+        // Named, but not followed until the folder exists as one of this user's.
+        assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
+        safe_fs::create_private_dir_all(&elsewhere).unwrap();
         assert_eq!(outbox_dir_of(&reports), elsewhere);
         record_outbox_dir(&reports, &reports.join("outbox"));
         assert!(!reports.join(OUTBOX_POINTER_NAME).exists());
@@ -80,5 +86,19 @@ mod tests {
         assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
         std::fs::write(reports.join(OUTBOX_POINTER_NAME), vec![b'/'; 10_000]).unwrap();
         assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
+        // A folder anyone may write (the temp dir), or a link to the real outbox, is not followed.
+        std::fs::write(reports.join(OUTBOX_POINTER_NAME), "/tmp\n").unwrap();
+        assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
+        #[cfg(unix)]
+        {
+            let link = dir.join("link-to-elsewhere");
+            std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+            std::fs::write(
+                reports.join(OUTBOX_POINTER_NAME),
+                format!("{}\n", link.display()),
+            )
+            .unwrap();
+            assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
+        }
     }
 }

@@ -4,10 +4,11 @@
 //!
 //! Markers make a report go out once however often it is queued again (`sent/`), and tell the
 //! startup requeue which reports on disk the outbox already dealt with (both; see
-//! [`super::requeue`]). A marker lives as long as the report it stands for: no count trims it (a
-//! trimmed marker let a report be sent again at every launch, issue 51 item 1). The startup
-//! requeue removes the markers of reports no longer on disk ([`forget_gone`]), and a session's
-//! marker once its envelope is gone. No symlink is followed: a marker is created new, a symlink in
+//! [`super::requeue`]). A marker lives as long as the report it stands for: no count near the report
+//! budget trims it (a trimmed marker let a report be sent again at every launch, issue 51 item 1).
+//! The startup requeue removes the markers of reports no longer on disk ([`forget_gone`]), and a
+//! session's marker once its envelope is gone; in an outbox the game put elsewhere, which may serve
+//! folders it cannot see, report markers beyond [`REPORT_MARKERS_KEPT`] of each kind. No symlink is followed: a marker is created new, a symlink in
 //! its place is removed first, and a folder that is a symlink is not written into.
 
 use std::collections::HashSet;
@@ -86,11 +87,13 @@ pub(crate) fn retire(outbox: &Path, kind: &str, path: &Path) -> std::io::Result<
 /// Removes the markers (in `sent/` and `dropped/`) that stand for nothing any more: a report's
 /// whose id is not in `reports_on_disk`, a session's whose envelope is no longer in the outbox.
 /// Only markers older than `before` go: a process beside this one may have written a report and
-/// its marker after `reports_on_disk` was listed. Unreadable names go too (nothing reads them).
+/// its marker after `reports_on_disk` was listed. `None`: the outbox is not the report folder's
+/// own and may serve folders this process cannot see (a launcher's), so report markers are kept,
+/// the newest [`REPORT_MARKERS_KEPT`] of each kind, far more than any report budget keeps reports.
 /// Returns how many were removed.
 pub(crate) fn forget_gone(
     outbox: &Path,
-    reports_on_disk: &HashSet<String>,
+    reports_on_disk: Option<&HashSet<String>>,
     before: SystemTime,
 ) -> usize {
     let mut removed = 0;
@@ -114,7 +117,7 @@ pub(crate) fn forget_gone(
                     // first from a full outbox): kept, the newest few, see below.
                     EnvelopeClass::Session if kind == DROPPED_DIR => true,
                     EnvelopeClass::Session => outbox.join(&name).exists(),
-                    _ => reports_on_disk.contains(&parsed.report_id),
+                    _ => reports_on_disk.is_none_or(|on_disk| on_disk.contains(&parsed.report_id)),
                 };
             if !stands_for_something {
                 if safe_fs::remove_file(entry.path()).is_ok() {
@@ -127,7 +130,40 @@ pub(crate) fn forget_gone(
             }
         }
     }
-    removed + trim_dropped_sessions(outbox)
+    let trimmed = if reports_on_disk.is_none() {
+        trim_report_markers(outbox)
+    } else {
+        0
+    };
+    removed + trim_dropped_sessions(outbox) + trimmed
+}
+
+/// Report markers kept of each kind in an outbox that is not its report folder's own (see
+/// [`forget_gone`]): ten times the default report budget (100), so a marker goes only long after
+/// its report has.
+pub(crate) const REPORT_MARKERS_KEPT: usize = 1000;
+
+/// Removes the oldest report markers (by name: the report's time) beyond [`REPORT_MARKERS_KEPT`]
+/// in `sent/` and in `dropped/`. Returns how many.
+fn trim_report_markers(outbox: &Path) -> usize {
+    let mut removed = 0;
+    for kind in [SENT_DIR, DROPPED_DIR] {
+        let mut markers: Vec<PathBuf> = entries_of(outbox, kind)
+            .into_iter()
+            .map(|e| e.path())
+            .filter(|p| EnvelopeName::of(p).is_some_and(|n| n.class != EnvelopeClass::Session))
+            .collect();
+        if markers.len() <= REPORT_MARKERS_KEPT {
+            continue;
+        }
+        markers.sort();
+        let excess = markers.len() - REPORT_MARKERS_KEPT;
+        removed += markers[..excess]
+            .iter()
+            .filter(|p| safe_fs::remove_file(p).is_ok())
+            .count();
+    }
+    removed
 }
 
 /// Removes the `sent/` markers of report `report_id` (its report was removed by the report budget:
@@ -176,4 +212,81 @@ fn entries_of(outbox: &Path, kind: &str) -> Vec<std::fs::DirEntry> {
     std::fs::read_dir(dir)
         .map(|entries| entries.filter_map(Result::ok).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(outbox: &Path, kind: &str) -> Vec<String> {
+        let mut names: Vec<String> = entries_of(outbox, kind)
+            .iter()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Issue 51 review: an outbox the game put elsewhere never learns which reports exist, yet its
+    /// markers do not pile up over months of launches: a sent session's marker goes once its
+    /// envelope is gone, report markers beyond [`REPORT_MARKERS_KEPT`] go oldest first, and a
+    /// marker that kept its envelope's bytes is emptied.
+    #[test]
+    fn an_outbox_elsewhere_keeps_a_bounded_number_of_markers() {
+        let outbox = crate::deliver::tests::fresh_dir("ledger-elsewhere");
+        for t in 0..(REPORT_MARKERS_KEPT as u64 + 30) {
+            record(
+                outbox.as_path(),
+                SENT_DIR,
+                &format!("{t:020}-r{t}.envelope"),
+            )
+            .unwrap();
+        }
+        for t in 0..40u64 {
+            let sid = format!("{t:032x}");
+            record(
+                &outbox,
+                SENT_DIR,
+                &format!("{t:020}-session-{sid}.envelope"),
+            )
+            .unwrap();
+        }
+        // One session's update still waits: its marker (of an earlier update) stays.
+        let waiting = format!("{:020}-session-{:032x}.envelope", 39, 39);
+        std::fs::write(outbox.join(&waiting), b"x").unwrap();
+        // A marker killed between its move and its emptying.
+        std::fs::write(
+            marker(&outbox, SENT_DIR, "00000000000000000999-r999.envelope"),
+            b"big",
+        )
+        .unwrap();
+        let later = SystemTime::now() + std::time::Duration::from_secs(1);
+        forget_gone(&outbox, None, later);
+        let sent = names(&outbox, SENT_DIR);
+        let reports: Vec<&String> = sent.iter().filter(|n| !n.contains("-session-")).collect();
+        assert_eq!(reports.len(), REPORT_MARKERS_KEPT);
+        assert_eq!(
+            reports[0],
+            &format!("{:020}-r30.envelope", 30),
+            "the oldest went"
+        );
+        let sessions: Vec<&String> = sent.iter().filter(|n| n.contains("-session-")).collect();
+        assert_eq!(sessions, [&waiting]);
+        let emptied = marker(&outbox, SENT_DIR, "00000000000000000999-r999.envelope");
+        assert_eq!(std::fs::metadata(emptied).unwrap().len(), 0);
+        // The report folder's own outbox keeps every report marker whose report is on disk.
+        let on_disk: HashSet<String> = (0..2000u64).map(|t| format!("r{t}")).collect();
+        for t in 2000..2100u64 {
+            record(&outbox, SENT_DIR, &format!("{t:020}-r{t}.envelope")).unwrap();
+        }
+        forget_gone(&outbox, Some(&on_disk), later);
+        assert_eq!(
+            names(&outbox, SENT_DIR)
+                .iter()
+                .filter(|n| !n.contains("-session-"))
+                .count(),
+            REPORT_MARKERS_KEPT,
+            "reports r2000.. are not on disk: their markers went; the rest stayed, uncounted"
+        );
+    }
 }

@@ -235,7 +235,15 @@ impl ReleaseHealth {
 
     /// Queues `session`'s last update; its file goes once the update is in the outbox (else the
     /// next launch ends it from the file). Returns whether it was queued.
-    fn queue_end(&self, session: Running, status: SessionStatus) -> bool {
+    fn queue_end(&self, mut session: Running, status: SessionStatus) -> bool {
+        // The file says how the run ended before the update is queued: a kill between the queueing
+        // and the file's removal (a launcher that kills a game slow to quit) leaves a file the next
+        // launch ends with this status, not one it would take for a kill and end `abnormal`, over
+        // the update queued here.
+        if status != session.file.status {
+            session.file.status = status;
+            session.save();
+        }
         match self.0.outbox.enqueue_session(&session.file.update(status)) {
             Ok(_) => {
                 info!(
@@ -589,6 +597,46 @@ mod tests {
         std::fs::write(crash_envelope, b"").unwrap();
         assert_eq!(ReleaseHealth::close_abandoned(&outbox), 0);
         assert!(session_files(outbox.dir()).is_empty());
+    }
+
+    /// Issue 51 review: a run killed while it ends its session `exited` (a launcher killing a game
+    /// slow to quit), at every step of the ending: once the `exited` update was queued, the next
+    /// launch never ends the session `abnormal` over it; killed before, it is `abnormal` once.
+    #[test]
+    fn a_kill_while_the_session_ends_never_turns_an_exit_into_a_kill() {
+        let mut saw_exit_kept = false;
+        for changes in 0..8 {
+            let outbox = outbox(&format!("kill-at-end-{changes}"), 50);
+            let health = ReleaseHealth::new(outbox.clone(), "game", "1.0.0");
+            assert!(health.start());
+            // A process of its own per try: a killed one stays dead.
+            let process = 100 + changes as u32;
+            crate::fs_seam::run_as(process, || {
+                crate::fs_seam::kill_after(process, changes);
+                health.end(SessionStatus::Exited);
+            });
+            let queued_before = queued(&outbox);
+            drop(health); // the kill: the file (if still there) stays, its lock goes
+            let file_left = !session_files(outbox.dir()).is_empty();
+            ReleaseHealth::close_abandoned(&outbox);
+            let after = queued(&outbox);
+            assert_eq!(after.len(), 1, "one update, killed at change {changes}");
+            if queued_before.contains(&SessionStatus::Exited) {
+                assert_eq!(after, [SessionStatus::Exited], "killed at change {changes}");
+                saw_exit_kept |= file_left;
+            } else {
+                // Killed before its update was queued: `exited` if the file already said so.
+                assert!(
+                    after == [SessionStatus::Abnormal] || after == [SessionStatus::Exited],
+                    "killed at change {changes}: {after:?}"
+                );
+            }
+            assert!(session_files(outbox.dir()).is_empty());
+        }
+        assert!(
+            saw_exit_kept,
+            "some kill fell between the queueing and the file's removal"
+        );
     }
 
     /// A session update does not take a report's place in a full outbox, nor the reverse: session

@@ -80,12 +80,19 @@ pub(crate) fn enforce(
             .files
             .iter()
             .partition(|f| f.extension().is_some_and(|e| e == "json"));
+        let mut json_gone = true;
         for file in siblings.into_iter().chain(json) {
             if let Err(e) = crate::safe_fs::remove_file(file) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     warn!("GPU crash reporter: cannot remove {}: {e}", file.display());
+                    json_gone &= file.extension().is_none_or(|e| e != "json");
                 }
             }
+        }
+        if !json_gone {
+            // Still on disk (an antivirus holds it): its markers stay true, so nothing is
+            // forgotten or recorded; it is tried again at the next check.
+            continue;
         }
         let only_copy = report_rank == 3;
         // Its `sent/` markers go with it: nothing can bring it back now, and a process that runs

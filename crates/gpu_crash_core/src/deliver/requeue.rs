@@ -85,7 +85,15 @@ impl Outbox {
     pub(crate) fn requeue_unqueued(&self, report_dir: &Path, written_before: SystemTime) -> usize {
         self.keep_reports_in_budget(report_dir, None);
         let traces = Traces::of(self.dir());
-        let reports = report_files(report_dir);
+        // A folder that cannot be listed whole queues nothing and forgets no marker: a report
+        // missed by the listing would otherwise lose its `sent/` marker and go out again.
+        let Some(reports) = report_files(report_dir) else {
+            warn!(
+                "GPU crash reporter: cannot list {}; its reports are queued at a later launch",
+                report_dir.display()
+            );
+            return 0;
+        };
         let on_disk: HashSet<String> = reports
             .iter()
             .filter_map(|(path, _)| id_in_name(path))
@@ -118,7 +126,13 @@ impl Outbox {
             // Written again after the outbox last dealt with it (a hang report merged into its
             // loss report is a second event of its own): queued unless that event's envelope is
             // known. The name is only a hint: the envelope's name is the report's own.
-            if traces.knows(&envelope_file_name(&report)) {
+            let name = envelope_file_name(&report);
+            if traces.knows(&name) {
+                continue;
+            }
+            // Looked at again now that the report is claimed: the listing above is older than the
+            // claim, and a second process may have queued it (and be sending it) in between.
+            if Traces::holds_now(self.dir(), &name) {
                 continue;
             }
             let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -167,17 +181,17 @@ impl Outbox {
     /// Removes the markers of reports no longer in `report_dir` (see [`ledger::forget_gone`]), when
     /// this outbox is that folder's own (`<report dir>/outbox`). An outbox the game put elsewhere
     /// may serve other report folders too (a launcher beside the game): their reports are not in
-    /// this one, and removing their markers would have them sent again. There, markers go with
-    /// their reports through the report budget ([`ledger::forget_report`]).
+    /// this one, and removing their markers would have them sent again. There, report markers go
+    /// with their reports through the report budget ([`ledger::forget_report`]) and beyond a count
+    /// far above it; sessions' markers go as in the default outbox.
     fn forget_gone_reports(
         &self,
         report_dir: &Path,
         on_disk: &HashSet<String>,
         before: SystemTime,
     ) {
-        if self.dir() == report_dir.join(super::DEFAULT_OUTBOX_NAME) {
-            ledger::forget_gone(self.dir(), on_disk, before);
-        }
+        let own = self.dir() == report_dir.join(super::DEFAULT_OUTBOX_NAME);
+        ledger::forget_gone(self.dir(), own.then_some(on_disk), before);
     }
 
     /// A launch without a DSN: nothing is queued or sent, but the folders are kept tidy (temp files
@@ -191,11 +205,13 @@ impl Outbox {
                 guarded("report folder upkeep", || {
                     outbox.remove_abandoned_temp_files(&report_dir);
                     outbox.keep_reports_in_budget(&report_dir, None);
-                    let on_disk: HashSet<String> = report_files(&report_dir)
-                        .iter()
-                        .filter_map(|(path, _)| id_in_name(path))
-                        .collect();
-                    outbox.forget_gone_reports(&report_dir, &on_disk, started);
+                    if let Some(reports) = report_files(&report_dir) {
+                        let on_disk: HashSet<String> = reports
+                            .iter()
+                            .filter_map(|(path, _)| id_in_name(path))
+                            .collect();
+                        outbox.forget_gone_reports(&report_dir, &on_disk, started);
+                    }
                 });
             })
     }
@@ -238,6 +254,21 @@ impl Traces {
             .is_some_and(|traces| traces.iter().any(|(_, t)| *t > modified))
     }
 
+    /// Whether `outbox` holds, at this moment, the envelope or a marker named `envelope_name`: five
+    /// look-ups, for a decision taken under a claim. An envelope moves from one folder to another
+    /// by a rename, so one of them always has it.
+    fn holds_now(outbox: &Path, envelope_name: &str) -> bool {
+        [
+            outbox.to_owned(),
+            outbox.join(HELD_DIR),
+            outbox.join(FAILED_DIR),
+            outbox.join(SENT_DIR),
+            outbox.join(DROPPED_DIR),
+        ]
+        .iter()
+        .any(|dir| std::fs::symlink_metadata(dir.join(envelope_name)).is_ok())
+    }
+
     /// Whether the outbox holds the envelope or a marker named `envelope_name`.
     fn knows(&self, envelope_name: &str) -> bool {
         EnvelopeName::parse(envelope_name)
@@ -266,23 +297,31 @@ fn envelope_names(dir: &Path) -> Vec<(String, SystemTime)> {
 }
 
 /// `gpu-crash-<time>-<id>.json` regular files of `dir` (no symlinks) with their modification
-/// times, oldest first (names start with the time).
-fn report_files(dir: &Path) -> Vec<(PathBuf, SystemTime)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
+/// times, oldest first (names start with the time). `None` when the folder could not be listed
+/// whole (it is missing, or an entry could not be read: out of file handles, a failing disk).
+fn report_files(dir: &Path) -> Option<Vec<(PathBuf, SystemTime)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        // No folder yet: no reports, and nothing of theirs to keep.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
     };
-    let mut files: Vec<(PathBuf, SystemTime)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("gpu-crash-") && name.ends_with(".json")
-        })
-        .filter_map(|e| Some((e.path(), e.metadata().and_then(|m| m.modified()).ok()?)))
-        .collect();
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.ok()?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("gpu-crash-") && name.ends_with(".json")) {
+            continue;
+        }
+        if !entry.file_type().ok()?.is_file() {
+            continue;
+        }
+        let modified = entry.metadata().and_then(|m| m.modified()).ok()?;
+        files.push((entry.path(), modified));
+    }
     files.sort();
-    files
+    Some(files)
 }
 
 /// The id in a report's file name `gpu-crash-<time>-<id>.json`, as envelope names spell it.
