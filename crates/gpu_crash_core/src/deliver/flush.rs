@@ -55,14 +55,42 @@ impl Outbox {
             .transport
             .send(dsn, &body, inner.settings.upload_timeout)
         {
-            SendOutcome::Accepted { .. } => Ok(event_id),
+            SendOutcome::Accepted { .. } => {
+                // Its report file may be on disk (the envelope, larger, was what did not fit): the
+                // marker, an empty file, keeps the next launch's requeue from sending it again.
+                let name = super::envelope_name::envelope_file_name(report);
+                if let Err(e) = super::ledger::record(&inner.dir, super::ledger::SENT_DIR, &name) {
+                    warn!(
+                        "GPU crash reporter: sent {name} but cannot record it ({e}); a later \
+                         launch may send it again (Sentry keeps one event per id)"
+                    );
+                }
+                Ok(event_id)
+            }
             other => Err(format!("{other:?}")),
         }
     }
 
     /// Sends pending envelopes, oldest first, until none is left or `deadline` passes. Never
     /// blocks past `deadline` (each request's timeout is cut to the time left) and never panics.
+    /// Once the process winds down ([`Self::wind_down`]) it starts no request.
     pub fn flush(&self, deadline: Instant) -> FlushSummary {
+        self.flush_with(deadline, false)
+    }
+
+    /// The exit's own flush: [`Self::flush`], after [`Self::wind_down`].
+    pub(crate) fn flush_for_exit(&self, deadline: Instant) -> FlushSummary {
+        self.flush_with(deadline, true)
+    }
+
+    /// The process is exiting: other flushes start no request from now on, and this waits up to
+    /// `bound` for the requests on the wire to be answered and recorded (see
+    /// [`super::in_flight`]). Returns whether none is left.
+    pub(crate) fn wind_down(&self, bound: Duration) -> bool {
+        self.inner.in_flight.wind_down(bound)
+    }
+
+    fn flush_with(&self, deadline: Instant, for_exit: bool) -> FlushSummary {
         let inner = &self.inner;
         let mut summary = FlushSummary::default();
         let Some(dsn) = inner.dsn.clone() else {
@@ -90,7 +118,10 @@ impl Outbox {
         let mut unreadable = Unreadable::default();
         loop {
             let now = Instant::now();
-            if deadline.saturating_duration_since(now) < MIN_REQUEST_TIME {
+            let needed = MIN_REQUEST_TIME.max(
+                (self.state().slowest_answer * 2).min(inner.settings.upload_timeout),
+            );
+            if deadline.saturating_duration_since(now) < needed {
                 summary.stopped = Some("deadline reached".to_owned());
                 break;
             }
@@ -182,9 +213,19 @@ impl Outbox {
                 .settings
                 .upload_timeout
                 .min(deadline.saturating_duration_since(Instant::now()));
+            // Held until the outcome below is recorded: an exit waits for it.
+            let Some(_request) = inner.in_flight.begin(for_exit) else {
+                summary.stopped = Some("the application is exiting".to_owned());
+                break;
+            };
             summary.attempts += 1;
+            let sent_at = Instant::now();
             let outcome = inner.transport.send(&dsn, &body, timeout);
             let now = Instant::now();
+            {
+                let mut state = self.state();
+                state.slowest_answer = state.slowest_answer.max(now - sent_at);
+            }
             match outcome {
                 SendOutcome::Accepted { status, rate_limit } => {
                     if !self.mark_sent(&mut claim) {
@@ -287,7 +328,9 @@ impl Outbox {
     /// [`Self::flush`] for at most [`DeliverySettings::upload_timeout`]: what a dying game calls
     /// right after [`Self::enqueue`].
     pub fn flush_at_crash(&self) -> FlushSummary {
-        self.flush(deadline_in(self.inner.settings.upload_timeout))
+        // A crash's own upload goes even while the process winds down (a GPU that hangs in the
+        // application's teardown): the process waits for it, bounded, and ends after.
+        self.flush_with(deadline_in(self.inner.settings.upload_timeout), true)
     }
 
     /// Flushes on a new thread (`gpu-crash-upload`) for at most `budget`: at startup, to send what

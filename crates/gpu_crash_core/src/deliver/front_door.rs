@@ -328,11 +328,13 @@ impl Delivery {
             Send::FromMemory(report, vendor_binary) => {
                 match outbox.send_from_memory(&report, vendor_binary.as_deref()) {
                     Ok(_) => eprintln!(
-                        "GPU crash report uploaded to Sentry from memory (event {}); no copy is on disk",
+                        "GPU crash report uploaded to Sentry from memory (event {}); its envelope \
+                         could not be queued",
                         report.event_id()
                     ),
                     Err(why) => error!(
-                        "GPU crash report {} is lost: not on disk, and not uploaded ({why})",
+                        "GPU crash report {} not uploaded ({why}) and not queued: a later launch \
+                         queues it from its report file, if that was written",
                         report.id
                     ),
                 }
@@ -344,6 +346,11 @@ impl Delivery {
     /// and both are flushed (the upload timeout with held-back reports, else at most
     /// [`EXIT_SESSION_UPLOAD`]). What is not sent goes at the next launch.
     pub(crate) fn at_exit(&self, status: SessionStatus) {
+        // An upload on the wire (the startup flush's) is answered and recorded before the process
+        // goes, or the next launch sends it again; no other starts.
+        if !self.0.outbox.wind_down(self.upload_timeout()) {
+            warn!("GPU crash reporter: an upload was still unanswered at exit; it is sent again at the next launch");
+        }
         let held = self.log().take_held();
         let session_ended = self.0.health.end(status);
         if held.is_empty() && !session_ended {
@@ -362,7 +369,7 @@ impl Delivery {
         } else {
             upload_timeout
         };
-        let summary = outbox.flush(super::deadline_in(budget));
+        let summary = outbox.flush_for_exit(super::deadline_in(budget));
         info!(
             "GPU crash reporter: at exit, {} envelope(s) sent ({held_count} held-back crash-loop \
              report(s), session ended: {session_ended})",

@@ -31,6 +31,7 @@ mod exception;
 mod flush;
 mod front_door;
 mod held;
+mod in_flight;
 mod layout;
 mod ledger;
 #[cfg(test)]

@@ -139,6 +139,8 @@ pub(super) struct Inner {
     pub(super) dsn_error: Option<String>,
     pub(super) transport: Arc<dyn Transport>,
     pub(super) state: Mutex<State>,
+    /// Requests on the wire, which an exit lets finish (see [`super::in_flight`]).
+    pub(super) in_flight: super::in_flight::InFlight,
 }
 
 #[derive(Debug, Default)]
@@ -147,6 +149,10 @@ pub(super) struct State {
     pub(super) blocked_until: Option<Instant>,
     /// Next delay after a 5xx or network error.
     pub(super) backoff: Option<Duration>,
+    /// The longest a request of this process took to be answered (or to fail): a flush does not
+    /// start one with less than twice this left, which it would likely cut short after the server
+    /// took the envelope (and the next launch would send it again).
+    pub(super) slowest_answer: Duration,
 }
 
 impl Outbox {
@@ -187,6 +193,7 @@ impl Outbox {
                 dsn_error,
                 transport,
                 state: Mutex::new(State::default()),
+                in_flight: Default::default(),
             }),
         }
     }
