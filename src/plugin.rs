@@ -199,7 +199,8 @@ impl Plugin for GpuCrashReporterPlugin {
                     keep_error_hook.run_if(resource_exists_and_changed::<RenderErrorHandler>),
                     follow_render_device,
                 ),
-            );
+            )
+            .add_systems(Last, end_the_run_when_the_app_exits);
     }
 
     fn finish(&self, app: &mut App) {
@@ -287,6 +288,20 @@ impl Plugin for GpuCrashReporterPlugin {
 fn advance_capture_frame(reporter: Res<GpuCrashReporter>, mut frame: Local<u64>) {
     *frame += 1;
     reporter.frame_tick(*frame);
+}
+
+/// The app quits at the end of this frame: the session ends and goes out now, while Bevy still runs,
+/// so that [`ExitTheReporter`]'s drop in the teardown waits on nothing (see
+/// [`CrashReporter::app_exiting`]).
+fn end_the_run_when_the_app_exits(
+    mut exits: MessageReader<AppExit>,
+    reporter: Res<GpuCrashReporter>,
+    mut done: Local<bool>,
+) {
+    if exits.read().next().is_some() && !*done {
+        *done = true;
+        reporter.app_exiting();
+    }
 }
 
 /// Dropped with the app's main world when the app exits: the reporter's threads finish (bounded)

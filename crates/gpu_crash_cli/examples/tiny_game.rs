@@ -10,7 +10,8 @@
 //! "main" renders into an offscreen image, so Bevy's `main_opaque_pass_3d` runs and the drill's
 //! `hang-in-pass` has a pass to hang in. After `TINY_GAME_FRAMES` frames (default 600) it exits normally. A drilled hang ends it
 //! with exit code 3 once the report is written (`OnHang::Exit(3)`), a device loss with Bevy's own
-//! error exit.
+//! error exit. `TINY_GAME_OUTBOX` puts the Sentry outbox where a studio might (its
+//! `DeliverySettings::outbox_dir`), away from the report folder.
 
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use bevy::render::render_resource::{
 };
 use bevy::render::renderer::RenderDevice;
 use bevy::window::ExitCondition;
-use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
+use bevy_gpu_crash_reporter::{DeliverySettings, GpuCrashReporterPlugin, OnHang};
 
 fn main() -> AppExit {
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
@@ -39,6 +40,13 @@ fn main() -> AppExit {
         .add_plugins(GpuCrashReporterPlugin {
             hang_timeout: Duration::from_secs(2),
             on_hang: OnHang::Exit(3),
+            delivery: match std::env::var_os("TINY_GAME_OUTBOX") {
+                Some(outbox_dir) => DeliverySettings {
+                    outbox_dir: outbox_dir.into(),
+                    ..default()
+                },
+                None => default(),
+            },
             ..default()
         })
         .add_plugins(DefaultPlugins.set(WindowPlugin {

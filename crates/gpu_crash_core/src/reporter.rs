@@ -329,6 +329,16 @@ impl CrashReporter {
         });
     }
 
+    /// The application has decided to quit and everything still runs (Bevy: its `AppExit` is
+    /// seen): the session ends and its update, with any held-back crash-loop report, goes out
+    /// now (bounded by the upload timeout), before the application tears anything down. The later
+    /// [`Self::at_exit`] then has nothing to send: an exit handler that waits on an upload keeps
+    /// the process in its teardown while the engine's own threads (pipeline compilation) are
+    /// still inside the driver, the race that crashed clean exits. The panic hook stays.
+    pub fn app_exiting(&self) {
+        guarded("exit", || self.crash.at_exit());
+    }
+
     /// Starts a release-health session (Sentry's crash-free sessions), ending the running one
     /// `exited` first: for a game whose session is not its run (one per match, per level). It ends
     /// as the run's own does: [`Self::end_session`] or a clean exit (`exited`), a GPU crash report

@@ -1,8 +1,11 @@
-//! Shared by the tool's tests: running `gpu-crash`, lavapipe, the tiny game, the report fixtures.
+//! Shared by the tool's tests: running `gpu-crash`, lavapipe, the tiny game, the report fixtures, a
+//! counting Sentry endpoint.
 #![allow(dead_code)]
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// lavapipe's ICD manifest on Debian.
 pub const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
@@ -79,4 +82,87 @@ pub fn text(output: &Output) -> (String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// `scripts/counting-sentry.py` on a port of its own.
+pub struct CountingSentry {
+    process: std::process::Child,
+    pub dir: PathBuf,
+    pub dsn: String,
+}
+
+impl CountingSentry {
+    pub fn start(name: &str) -> Self {
+        let port = free_port();
+        let dir = temp_dir(name);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/counting-sentry.py");
+        let process = Command::new("python3")
+            .arg(script)
+            .args(["serve", &port.to_string()])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 scripts/counting-sentry.py");
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < until,
+                "the counting endpoint did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            process,
+            dir,
+            dsn: format!("http://public@127.0.0.1:{port}/1"),
+        }
+    }
+
+    /// Every envelope received so far, as received (un-gzipped), oldest first.
+    pub fn envelopes(&self) -> Vec<String> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(self.dir.join("envelopes"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "envelope"))
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .map(|p| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned())
+            .collect()
+    }
+
+    /// How many times an event with this id arrived.
+    pub fn arrivals(&self, event_id: &str) -> usize {
+        let wanted = event_id.replace('-', "");
+        std::fs::read_to_string(self.dir.join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| {
+                let event: serde_json::Value = serde_json::from_str(line).unwrap();
+                event["event_id"]
+                    .as_str()
+                    .is_some_and(|id| id.replace('-', "") == wanted)
+            })
+            .count()
+    }
+}
+
+impl Drop for CountingSentry {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// A port nothing listens on (the player's network is down).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
