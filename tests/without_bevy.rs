@@ -7,35 +7,11 @@ mod common;
 #[path = "deliver_support/mod.rs"]
 mod deliver_support;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use gpu_crash_core::report::{read_report, CrashKind, FaultVerdict, ObjectState};
 
 const VICTIM: &str = "particle_positions_v1";
-
-/// Builds the example once (the outer `cargo test` holds no lock while tests run) and returns its
-/// path.
-fn wgpu_app() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "gpu_crash_core",
-            "--example",
-            "wgpu_app",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "building examples/wgpu_app failed");
-    // This test binary is target/<profile>/deps/without_bevy-<hash>: the example is beside deps/.
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    profile_dir.join("examples").join("wgpu_app")
-}
 
 #[test]
 fn a_plain_wgpu_app_reports_a_drilled_use_after_free_of_its_own_buffer() {
@@ -43,7 +19,7 @@ fn a_plain_wgpu_app_reports_a_drilled_use_after_free_of_its_own_buffer() {
     let dir = common::scratch_dir("without_bevy");
     let reports_dir = dir.join("reports");
     common::use_runtime_dir();
-    let output = Command::new(wgpu_app())
+    let output = Command::new(common::wgpu_app())
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
         .env("VK_LAYER_PATH", common::drill_layer_dir())

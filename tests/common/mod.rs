@@ -309,3 +309,26 @@ pub fn trace_segfaults_if_asked() {
         libc::sigaction(libc::SIGSEGV, &action, std::ptr::null_mut());
     }
 }
+
+/// `crates/gpu_crash_core/examples/wgpu_app.rs` (a plain wgpu application on the core): builds it
+/// (the outer `cargo test` holds no lock while tests run) and returns its path.
+pub fn wgpu_app() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "gpu_crash_core",
+            "--example",
+            "wgpu_app",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building examples/wgpu_app failed");
+    // This test binary is target/<profile>/deps/<test>-<hash>: the example is beside deps/.
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    profile_dir.join("examples").join("wgpu_app")
+}

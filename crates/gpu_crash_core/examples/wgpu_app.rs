@@ -15,7 +15,7 @@
 //! cargo run -p gpu_crash_core --example wgpu_app
 //! ```
 //!
-//! Exit code: 0 after its frames, 1 after a device loss (the report written and, with `SENTRY_DSN`
+//! Exit code: 0 after its frames (200, or `WGPU_APP_FRAMES`), 1 after a device loss (the report written and, with `SENTRY_DSN`
 //! set, uploaded). The report folder is `GPU_CRASH_REPORT_DIR`, else the user's data folder.
 
 use std::future::Future;
@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use gpu_crash_core::{CrashReporter, Mark, ReporterSettings};
 
-/// Frames the application runs when nothing crashes.
+/// Frames the application runs when nothing crashes, unless `WGPU_APP_FRAMES` says otherwise.
 const FRAMES: u32 = 200;
 /// Particles per buffer generation, times the generation.
 const PARTICLES: u64 = 4096;
@@ -45,6 +45,10 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 "#;
 
 fn main() {
+    let frames = std::env::var("WGPU_APP_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(FRAMES);
     let reporter = match CrashReporter::start(&ReporterSettings {
         application_name: Some("wgpu_app".into()),
         application_version: env!("CARGO_PKG_VERSION").into(),
@@ -121,7 +125,7 @@ fn main() {
     let mut particles = particle_buffer(&device, generation);
     let breadcrumbs = reporter.breadcrumbs();
 
-    for frame in 1..=FRAMES {
+    for frame in 1..=frames {
         reporter.frame_tick(u64::from(frame));
         if frame % 20 == 0 {
             // Grow: the new buffer first, then the old one goes (an engine's resize).
@@ -183,7 +187,7 @@ fn main() {
             reporter.end_process(1);
         }
     }
-    println!("wgpu_app: {FRAMES} frames, no GPU crash");
+    println!("wgpu_app: {frames} frames, no GPU crash");
     reporter.at_exit();
     reporter.detach();
 }
