@@ -74,6 +74,9 @@ const PRE_CAMERA: &str = bevy_gpu_crash_reporter::gpu_crash_core::PRE_CAMERA_LAB
 /// `finite` in the child's environment: the game never tells the shader to loop forever (drilled
 /// hangs).
 const LOOP_VAR: &str = "SHADER_HANG_LOOP";
+/// Set in the child's environment: the plugin with its default settings (5 s hang timeout, the game
+/// keeps waiting on a hang), as a game adds it with one line.
+const DEFAULTS_VAR: &str = "SHADER_HANG_DEFAULTS";
 /// The child's line when it sets the loop to forever.
 const FOREVER_LINE: &str = "shader child: loop forever";
 /// How long the parent lets the child run: start-up on lavapipe (PBR pipelines compiled on 2 cores)
@@ -173,6 +176,94 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
         report.summary
     );
     assert_names_the_endless_material(&report);
+}
+
+/// The plugin as a game adds it with one line: the default 5 s `hang_timeout`, and the game keeps
+/// waiting on a hang (`OnHang::KeepWaiting`), Bevy's pipelined rendering on, the game submitting
+/// frames until its render thread blocks in a submit behind the endless work (lavapipe's queue is
+/// full). The report still comes, within the timeout plus a few seconds; the child never ends by
+/// itself, so it is killed once the report is on disk.
+#[test]
+fn with_default_settings_a_shader_that_never_ends_is_reported_though_the_submit_blocks() {
+    let timeout = GpuCrashReporterPlugin::default().hang_timeout;
+    let dir = common::scratch_dir("shader-hang-defaults");
+    let reports_dir = dir.join("reports");
+    let mut command = common::child_command(&reports_dir, None);
+    command.env(DEFAULTS_VAR, "1");
+    let (_, log, forever_at) = run_child_until_report(command, &reports_dir, timeout);
+    let forever_at = forever_at.unwrap_or_else(|| panic!("the child never looped forever: {log}"));
+    let reports = common::read_reports(&reports_dir);
+    assert_eq!(reports.len(), 1, "one hang report: {log}");
+    let report = &reports[0];
+    assert_eq!(report.kind, CrashKind::GpuHang, "{}", report.summary);
+    let forever_ms = forever_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let after = Duration::from_millis(report.timestamp_ms.saturating_sub(forever_ms));
+    assert!(
+        after <= timeout + Duration::from_secs(10),
+        "reported {after:?} after the shader was told to loop forever: {}",
+        report.summary
+    );
+    assert_eq!(
+        report.gpu_stage.as_deref(),
+        Some("Core3d MainPass of camera \"main\""),
+        "{}",
+        report.summary
+    );
+    assert_names_the_endless_material(report);
+}
+
+/// Runs the child until a report is in `reports_dir` (then a moment for its upload and log), or
+/// until `timeout` plus 40 s after its "loop forever" line, and kills it: a game that keeps waiting
+/// on a hang never ends by itself. Returns what [`run_child`] does.
+fn run_child_until_report(
+    mut command: std::process::Command,
+    reports_dir: &std::path::Path,
+    timeout: Duration,
+) -> (Option<std::process::ExitStatus>, String, Option<SystemTime>) {
+    command.stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn child");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let forever = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let forever_seen = forever.clone();
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        let mut forever_at = None;
+        for line in stderr.lines().map_while(Result::ok) {
+            if forever_at.is_none() && line.contains(FOREVER_LINE) {
+                forever_at = Some(SystemTime::now());
+                *forever_seen.lock().unwrap() = Some(Instant::now());
+            }
+            log.push_str(&line);
+            log.push('\n');
+        }
+        (log, forever_at)
+    });
+    let started = Instant::now();
+    let mut report_at = None;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if report_at.is_none() && !common::read_reports(reports_dir).is_empty() {
+            report_at = Some(Instant::now());
+        }
+        let forever = *forever.lock().unwrap();
+        let give_up = forever.map_or(started + CHILD_DEADLINE, |f| {
+            f + timeout + Duration::from_secs(40)
+        });
+        let done = report_at.is_some_and(|r| r.elapsed() > Duration::from_secs(2));
+        if done || Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (log, forever_at) = reader.join().unwrap();
+    (status, log, forever_at)
 }
 
 /// What was running: the stage's pipelines, ranked, the game's material first, named by its type,
@@ -375,23 +466,32 @@ fn child() {
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets"));
     let ready = PipelineReady::default();
     let mut app = App::new();
-    app.add_plugins(GpuCrashReporterPlugin {
-        hang_timeout: HANG_TIMEOUT,
-        on_hang: OnHang::Exit(3),
-        loss_wait_after_hang: Duration::from_secs(1),
-        application_name: Some("shader_hang".into()),
-        gpu_breadcrumbs: std::env::var("SHADER_HANG_BREADCRUMBS").as_deref() != Ok("off"),
-        ..default()
-    })
-    .add_plugins(common::headless_default_plugins().set(AssetPlugin {
-        file_path: assets.display().to_string(),
-        ..default()
-    }))
-    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-    .add_plugins(MaterialPlugin::<EndlessMaterial>::default())
-    .insert_resource(ready.clone())
-    .add_systems(Startup, level)
-    .add_systems(Update, loop_forever_at_frame_40);
+    let reporter = if std::env::var_os(DEFAULTS_VAR).is_some() {
+        // What a game gets from one line: the default timeout, and the game waits on a hang.
+        GpuCrashReporterPlugin {
+            application_name: Some("shader_hang".into()),
+            ..default()
+        }
+    } else {
+        GpuCrashReporterPlugin {
+            hang_timeout: HANG_TIMEOUT,
+            on_hang: OnHang::Exit(3),
+            loss_wait_after_hang: Duration::from_secs(1),
+            application_name: Some("shader_hang".into()),
+            gpu_breadcrumbs: std::env::var("SHADER_HANG_BREADCRUMBS").as_deref() != Ok("off"),
+            ..default()
+        }
+    };
+    app.add_plugins(reporter)
+        .add_plugins(common::headless_default_plugins().set(AssetPlugin {
+            file_path: assets.display().to_string(),
+            ..default()
+        }))
+        .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+        .add_plugins(MaterialPlugin::<EndlessMaterial>::default())
+        .insert_resource(ready.clone())
+        .add_systems(Startup, level)
+        .add_systems(Update, loop_forever_at_frame_40);
     common::small_shadow_maps(&mut app);
     let shader: Handle<Shader> = app.world().resource::<AssetServer>().load(SHADER_PATH);
     app.insert_resource(EndlessShader(shader.clone()));
