@@ -573,6 +573,10 @@ fn a_player_lifetime_of_real_launches_loses_and_repeats_nothing_at_the_server() 
             arrivals.entry(event_id).or_default().push(accepted);
         }
     }
+    // In the order the bodies arrived (a slow answer is recorded after a later, faster one).
+    for times in arrivals.values_mut() {
+        times.sort_by_key(|a| a.read_at);
+    }
     // Lost: a report left on disk whose event never arrived.
     let lost: Vec<&String> = seen
         .iter()
@@ -608,7 +612,9 @@ fn a_player_lifetime_of_real_launches_loses_and_repeats_nothing_at_the_server() 
                             .map(|r| format!("{} {:?} killed {}", r.index, r.plan, r.killed))
                             .collect();
                         let ms = |t: SystemTime| {
-                            t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis()
+                            t.duration_since(SystemTime::UNIX_EPOCH)
+                                .unwrap_or_default()
+                                .as_millis()
                         };
                         let run_at = a
                             .live
@@ -665,6 +671,9 @@ fn a_player_lifetime_of_real_launches_loses_and_repeats_nothing_at_the_server() 
             }
         }
     }
+    for ends in terminal.values_mut() {
+        ends.sort_by_key(|(_, a)| a.read_at);
+    }
     let mut session_faults = Vec::new();
     let mut abnormal = 0;
     for (sid, started) in &started_at {
@@ -686,12 +695,27 @@ fn a_player_lifetime_of_real_launches_loses_and_repeats_nothing_at_the_server() 
         };
         // Ended once: a second end only as a repeat of the same update after a kill.
         if ends.len() > 1 && (ends.iter().any(|(s, _)| *s != status) || !killed_soon_after(first)) {
+            let ms = |t: SystemTime| {
+                t.duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis()
+            };
             session_faults.push(format!(
-                "{sid} (launch {} {:?}, killed {}): ended {:?}",
+                "{sid} (launch {} {:?}, killed {}, ran {}..{}): ended {:?}",
                 run.index,
                 run.plan,
                 run.killed,
-                ends.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+                ms(run.started),
+                ms(run.ended),
+                ends.iter()
+                    .map(|(s, a)| format!(
+                        "{s:?} read {} recorded {} live {:?} {:?}",
+                        ms(a.read_at),
+                        ms(a.at),
+                        a.live,
+                        a.network
+                    ))
+                    .collect::<Vec<_>>()
             ));
             continue;
         }

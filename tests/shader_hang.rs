@@ -182,7 +182,10 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
 /// waiting on a hang (`OnHang::KeepWaiting`), Bevy's pipelined rendering on, the game submitting
 /// frames until its render thread blocks in a submit behind the endless work (lavapipe's queue is
 /// full). The report still comes, within the timeout plus a few seconds; the child never ends by
-/// itself, so it is killed once the report is on disk.
+/// itself, so it is killed once the report is on disk. (Seen with gdb attached 8 s into the hang,
+/// 2026-12-07, lavapipe: the render thread inside `CrashReporter::frame_submitted` ->
+/// `wgpu::Queue::submit` -> lavapipe's submit, the watchdog parked between ticks, the report on
+/// disk.)
 #[test]
 fn with_default_settings_a_shader_that_never_ends_is_reported_though_the_submit_blocks() {
     let timeout = GpuCrashReporterPlugin::default().hang_timeout;

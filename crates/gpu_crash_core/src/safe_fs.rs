@@ -54,6 +54,29 @@ pub(crate) fn is_own_private_dir(dir: &Path) -> bool {
     }
 }
 
+/// Whether `dir` is a folder this user owns that not everyone may write: not a symlink, owned by
+/// this user, not world-writable (Unix; a group-writable folder under a `002` umask, or one shared
+/// with a launcher's group, is accepted). Elsewhere: whether it is a folder, not a symlink.
+pub(crate) fn is_own_dir(dir: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    if !meta.is_dir() {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let me = unsafe { libc::getuid() };
+        meta.uid() == me && meta.mode() & 0o002 == 0
+    }
+    #[cfg(not(unix))]
+    {
+        true
+    }
+}
+
 /// `parent/name`, created owner-only if missing; an error if it is a symlink or not a folder (the
 /// outbox follows no symlink: its `held/`, `sent/` or `failed/` must not lead elsewhere).
 pub(crate) fn private_subdir(parent: &Path, name: &str) -> io::Result<std::path::PathBuf> {

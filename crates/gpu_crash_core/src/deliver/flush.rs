@@ -118,9 +118,18 @@ impl Outbox {
         let mut unreadable = Unreadable::default();
         loop {
             let now = Instant::now();
-            let needed = MIN_REQUEST_TIME.max(
-                (self.state().slowest_answer * 2).min(inner.settings.upload_timeout),
-            );
+            if !for_exit && inner.in_flight.winding_down() {
+                summary.stopped = Some("the application is exiting".to_owned());
+                break;
+            }
+            // The flush's first request always goes (its deadline was set for it); a later one
+            // only with time for this server's answer.
+            let needed = if summary.attempts == 0 {
+                MIN_REQUEST_TIME
+            } else {
+                MIN_REQUEST_TIME
+                    .max((self.state().last_answer * 2).min(inner.settings.upload_timeout))
+            };
             if deadline.saturating_duration_since(now) < needed {
                 summary.stopped = Some("deadline reached".to_owned());
                 break;
@@ -222,9 +231,8 @@ impl Outbox {
             let sent_at = Instant::now();
             let outcome = inner.transport.send(&dsn, &body, timeout);
             let now = Instant::now();
-            {
-                let mut state = self.state();
-                state.slowest_answer = state.slowest_answer.max(now - sent_at);
+            if !matches!(outcome, SendOutcome::Network(_)) {
+                self.state().last_answer = now - sent_at;
             }
             match outcome {
                 SendOutcome::Accepted { status, rate_limit } => {

@@ -42,10 +42,15 @@ impl InFlight {
         Some(Request(self))
     }
 
+    /// Whether the process winds down: a flush other than the exit's stops before it claims more.
+    pub(super) fn winding_down(&self) -> bool {
+        self.state().winding_down
+    }
+
     /// The process is exiting: no flush but the exit's starts a request from now on, and this
     /// waits up to `bound` for those on the wire. Returns whether none is left.
     pub(super) fn wind_down(&self, bound: Duration) -> bool {
-        let deadline = Instant::now() + bound;
+        let deadline = super::outbox::deadline_in(bound);
         let mut state = self.state();
         state.winding_down = true;
         while state.requests > 0 {

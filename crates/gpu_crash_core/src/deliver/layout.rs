@@ -21,7 +21,7 @@ const POINTER_READ_CAP: u64 = 4096;
 
 /// The outbox the game keeps for the reports of `report_dir` (see the module docs). A pointer that
 /// is not a plain file, is too long, does not hold an absolute path, or names anything but an
-/// existing folder of this user's that no one else may write is ignored: a report folder is
+/// existing folder of this user's that not everyone may write (no symlink) is ignored: a report folder is
 /// hostile input (a player's copied to a developer's machine), and `gpu-crash upload` writes and
 /// renames files in the outbox it names.
 pub fn outbox_dir_of(report_dir: &Path) -> PathBuf {
@@ -30,7 +30,7 @@ pub fn outbox_dir_of(report_dir: &Path) -> PathBuf {
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .map(|text| PathBuf::from(text.trim_end_matches(['\n', '\r'])))
-        .filter(|path| path.is_absolute() && safe_fs::is_own_private_dir(path));
+        .filter(|path| path.is_absolute() && safe_fs::is_own_dir(path));
     named.unwrap_or_else(|| report_dir.join(DEFAULT_OUTBOX_NAME))
 }
 
@@ -86,11 +86,20 @@ mod tests {
         assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
         std::fs::write(reports.join(OUTBOX_POINTER_NAME), vec![b'/'; 10_000]).unwrap();
         assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
-        // A folder anyone may write (the temp dir), or a link to the real outbox, is not followed.
+        // A folder anyone may write (the temp dir), or a link to the real outbox, is not followed;
+        // one the user's group may write (a `002` umask) is.
         std::fs::write(reports.join(OUTBOX_POINTER_NAME), "/tmp\n").unwrap();
         assert_eq!(outbox_dir_of(&reports), reports.join("outbox"));
         #[cfg(unix)]
         {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o770)).unwrap();
+            std::fs::write(
+                reports.join(OUTBOX_POINTER_NAME),
+                format!("{}\n", elsewhere.display()),
+            )
+            .unwrap();
+            assert_eq!(outbox_dir_of(&reports), elsewhere);
             let link = dir.join("link-to-elsewhere");
             std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
             std::fs::write(

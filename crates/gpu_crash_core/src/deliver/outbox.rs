@@ -149,10 +149,11 @@ pub(super) struct State {
     pub(super) blocked_until: Option<Instant>,
     /// Next delay after a 5xx or network error.
     pub(super) backoff: Option<Duration>,
-    /// The longest a request of this process took to be answered (or to fail): a flush does not
-    /// start one with less than twice this left, which it would likely cut short after the server
-    /// took the envelope (and the next launch would send it again).
-    pub(super) slowest_answer: Duration,
+    /// How long this server took to answer the last request that got an answer (network failures
+    /// do not count): after its first request, a flush does not start another with less than
+    /// twice this left, which it would likely cut short after the server took the envelope (and
+    /// the next launch would send it again).
+    pub(super) last_answer: Duration,
 }
 
 impl Outbox {

@@ -91,8 +91,9 @@ pub(crate) fn enforce(
         }
         if !json_gone {
             // Still on disk (an antivirus holds it): its markers stay true, so nothing is
-            // forgotten or recorded; it is tried again at the next check.
-            continue;
+            // forgotten or recorded, and nothing worth more goes in its place; the folder is
+            // brought within its budget at the next check.
+            break;
         }
         let only_copy = report_rank == 3;
         // Its `sent/` markers go with it: nothing can bring it back now, and a process that runs
