@@ -8,7 +8,7 @@
 //! every run (a small buffer's freed range is often re-bound by wgpu's staging buffers before the
 //! fault is raised, which makes the verdict `inside_live_object`). With `TINY_GAME_CAMERA=1` a 3D camera named
 //! "main" renders into an offscreen image, so Bevy's `main_opaque_pass_3d` runs and the drill's
-//! `hang-in-pass` has a pass to hang in. After `TINY_GAME_FRAMES` frames (default 600) it exits normally. A drilled hang ends it
+//! `hang-in-pass` has a pass to hang in; with `TINY_GAME_SCENE=1` too, a small lit PBR level. After `TINY_GAME_FRAMES` frames (default 600) it exits normally. A drilled hang ends it
 //! with exit code 3 once the report is written (`OnHang::Exit(3)`), a device loss with Bevy's own
 //! error exit. `TINY_GAME_OUTBOX` puts the Sentry outbox where a studio might (its
 //! `DeliverySettings::outbox_dir`), away from the report folder.
@@ -58,7 +58,12 @@ fn main() -> AppExit {
         .insert_resource(FramesLeft(frames))
         .add_systems(
             Startup,
-            spawn_camera.run_if(|| std::env::var_os("TINY_GAME_CAMERA").is_some_and(|v| v == "1")),
+            (
+                spawn_camera
+                    .run_if(|| std::env::var_os("TINY_GAME_CAMERA").is_some_and(|v| v == "1")),
+                spawn_scene
+                    .run_if(|| std::env::var_os("TINY_GAME_SCENE").is_some_and(|v| v == "1")),
+            ),
         )
         .add_systems(Update, (stream_mesh_data, exit_after_frames))
         .run()
@@ -66,6 +71,53 @@ fn main() -> AppExit {
 
 #[derive(Resource)]
 struct FramesLeft(u32);
+
+/// A small lit level for the camera: PBR meshes on a ground, a shadowed sun and a shadowed point
+/// light. Bevy compiles their pipelines (shadow, prepass, main pass variants) on its async compute
+/// pool over the first frames: a game that quits early quits while they compile.
+fn spawn_scene(
+    mut commands: Commands,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+) {
+    commands.spawn((
+        Mesh3d(meshes.add(Plane3d::default().mesh().size(20.0, 20.0))),
+        MeshMaterial3d(materials.add(Color::srgb(0.3, 0.5, 0.3))),
+    ));
+    let painted = materials.add(StandardMaterial {
+        base_color: Color::srgb(0.8, 0.2, 0.1),
+        perceptual_roughness: 0.4,
+        ..default()
+    });
+    let shapes = [
+        meshes.add(Cuboid::default()),
+        meshes.add(Sphere::new(0.6).mesh().uv(16, 8)),
+        meshes.add(Torus::new(0.3, 0.7)),
+    ];
+    for (i, shape) in shapes.iter().enumerate() {
+        commands.spawn((
+            Mesh3d(shape.clone()),
+            MeshMaterial3d(painted.clone()),
+            Transform::from_xyz(i as f32 * 2.5 - 2.5, 0.7, 0.0),
+        ));
+    }
+    commands.spawn((
+        DirectionalLight {
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(3.0, 8.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    commands.spawn((
+        PointLight {
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(0.0, 3.0, 3.0),
+    ));
+    commands.insert_resource(bevy::light::PointLightShadowMap { size: 128 });
+    commands.insert_resource(bevy::light::DirectionalLightShadowMap { size: 256 });
+}
 
 /// A 3D camera drawing into a 256x256 image: no window exists.
 fn spawn_camera(mut commands: Commands, mut images: ResMut<Assets<Image>>) {

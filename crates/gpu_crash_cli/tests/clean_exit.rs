@@ -1,11 +1,13 @@
-//! A clean exit never crashes: a studio's small Bevy game (examples/tiny_game.rs) with a 3D camera,
-//! Bevy's pipelined rendering and its pipeline compilation on the async compute pool, the Khronos
+//! A clean exit never crashes: a studio's small Bevy game (examples/tiny_game.rs) with a 3D camera
+//! over a lit PBR level, Bevy's pipelined rendering and its pipeline compilation on the async compute
+//! pool still running when it quits, the Khronos
 //! validation layer on (as in a debug build), a DSN set and the endpoint up, quits after 40 frames,
 //! again and again. Each run must end with exit code 0 (no signal), and its session reach the
 //! endpoint `exited`. Before the session's end moved ahead of Bevy's teardown
 //! (`CrashReporter::app_exiting`), the exit handler's wait for that upload kept the process in its
 //! teardown while pipeline compilation was still inside the driver: SIGSEGV in the validation layer
-//! in 2 of 16 such runs (issue 49).
+//! in 2 of 16 runs of a game in issue 49 (not seen with this game here: 0 of 60 runs before the
+//! change, 2026-12-07; this test keeps the exit clean and the session delivered).
 //!
 //! `GPU_CRASH_CLEAN_EXITS` runs (default 12).
 
@@ -43,6 +45,7 @@ fn a_game_that_quits_with_a_dsn_set_ends_cleanly_every_time() {
             .env("SENTRY_DSN", &server.dsn)
             .env("SENTRY_RELEASE", "tiny_game@clean-exit")
             .env("TINY_GAME_CAMERA", "1")
+            .env("TINY_GAME_SCENE", "1")
             .env("TINY_GAME_FRAMES", "40")
             .output()
             .unwrap();

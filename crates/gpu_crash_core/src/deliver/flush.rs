@@ -87,7 +87,7 @@ impl Outbox {
     /// `bound` for the requests on the wire to be answered and recorded (see
     /// [`super::in_flight`]). Returns whether none is left.
     pub(crate) fn wind_down(&self, bound: Duration) -> bool {
-        self.inner.in_flight.wind_down(bound)
+        self.inner.in_flight.wind_down(deadline_in(bound))
     }
 
     fn flush_with(&self, deadline: Instant, for_exit: bool) -> FlushSummary {

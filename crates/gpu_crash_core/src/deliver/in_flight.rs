@@ -8,7 +8,7 @@
 //! by the upload timeout) for the one on the wire to be answered and recorded.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(Debug, Default)]
 pub(super) struct InFlight {
@@ -48,9 +48,8 @@ impl InFlight {
     }
 
     /// The process is exiting: no flush but the exit's starts a request from now on, and this
-    /// waits up to `bound` for those on the wire. Returns whether none is left.
-    pub(super) fn wind_down(&self, bound: Duration) -> bool {
-        let deadline = super::outbox::deadline_in(bound);
+    /// waits until `deadline` at most for those on the wire. Returns whether none is left.
+    pub(super) fn wind_down(&self, deadline: Instant) -> bool {
         let mut state = self.state();
         state.winding_down = true;
         while state.requests > 0 {
@@ -80,6 +79,7 @@ impl Drop for Request<'_> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::time::Duration;
 
     #[test]
     fn the_exit_waits_for_the_request_on_the_wire_and_no_other_starts() {
@@ -94,7 +94,7 @@ mod tests {
         };
         std::thread::sleep(Duration::from_millis(50));
         let started = Instant::now();
-        assert!(in_flight.wind_down(Duration::from_secs(5)));
+        assert!(in_flight.wind_down(Instant::now() + Duration::from_secs(5)));
         assert!(started.elapsed() >= Duration::from_millis(200), "it waited");
         assert!(
             in_flight.begin(false).is_none(),
@@ -109,7 +109,7 @@ mod tests {
         let stuck = InFlight::default();
         let _request = stuck.begin(false).unwrap();
         let started = Instant::now();
-        assert!(!stuck.wind_down(Duration::from_millis(100)));
+        assert!(!stuck.wind_down(Instant::now() + Duration::from_millis(100)));
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 }
