@@ -36,8 +36,11 @@ fn main() -> AppExit {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(600u32);
-    App::new()
-        .add_plugins(GpuCrashReporterPlugin {
+    let mut app = App::new();
+    // `TINY_GAME_NO_REPORTER=1`: the same game without the reporter, the control run of what the
+    // reporter changes (tests/clean_exit.rs).
+    if std::env::var_os("TINY_GAME_NO_REPORTER").is_none_or(|v| v != "1") {
+        app.add_plugins(GpuCrashReporterPlugin {
             hang_timeout: Duration::from_secs(2),
             on_hang: OnHang::Exit(3),
             delivery: match std::env::var_os("TINY_GAME_OUTBOX") {
@@ -48,25 +51,24 @@ fn main() -> AppExit {
                 None => default(),
             },
             ..default()
-        })
-        .add_plugins(DefaultPlugins.set(WindowPlugin {
-            primary_window: None,
-            exit_condition: ExitCondition::DontExit,
-            ..default()
-        }))
-        .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
-        .insert_resource(FramesLeft(frames))
-        .add_systems(
-            Startup,
-            (
-                spawn_camera
-                    .run_if(|| std::env::var_os("TINY_GAME_CAMERA").is_some_and(|v| v == "1")),
-                spawn_scene
-                    .run_if(|| std::env::var_os("TINY_GAME_SCENE").is_some_and(|v| v == "1")),
-            ),
-        )
-        .add_systems(Update, (stream_mesh_data, exit_after_frames))
-        .run()
+        });
+    }
+    app.add_plugins(DefaultPlugins.set(WindowPlugin {
+        primary_window: None,
+        exit_condition: ExitCondition::DontExit,
+        ..default()
+    }))
+    .add_plugins(ScheduleRunnerPlugin::run_loop(Duration::ZERO))
+    .insert_resource(FramesLeft(frames))
+    .add_systems(
+        Startup,
+        (
+            spawn_camera.run_if(|| std::env::var_os("TINY_GAME_CAMERA").is_some_and(|v| v == "1")),
+            spawn_scene.run_if(|| std::env::var_os("TINY_GAME_SCENE").is_some_and(|v| v == "1")),
+        ),
+    )
+    .add_systems(Update, (stream_mesh_data, exit_after_frames))
+    .run()
 }
 
 #[derive(Resource)]
