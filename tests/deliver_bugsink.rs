@@ -301,6 +301,7 @@ fn report_with_100k_recent_events_is_trimmed_and_accepted() {
 /// anti-virus scanner may do) is not malformed: it stays in the outbox, that flush skips it (and
 /// sends the rest, see tests/deliver_event.rs), and the next flush sends it.
 #[test]
+#[cfg(target_os = "linux")] // Unix permissions, and the test-only permission override
 fn an_envelope_unreadable_for_a_moment_stays_and_is_sent_on_the_next_flush() {
     use std::os::unix::fs::PermissionsExt;
     let report = use_after_free(&format!("particles-eacces-{}", run_tag()), 0x1000_0000);

@@ -563,6 +563,7 @@ fn server_errors_are_retried_with_backoff_and_the_file_deleted_after_2xx() {
 // ------------------------------------------------------------------- hostile files, privacy, skips
 
 /// A server on 127.0.0.1 that accepts every envelope.
+#[cfg(unix)]
 fn accepting_server() -> ScriptedServer {
     ScriptedServer::start(
         0,
@@ -571,6 +572,7 @@ fn accepting_server() -> ScriptedServer {
     )
 }
 
+#[cfg(unix)]
 fn sending_to(server: &ScriptedServer, dir: PathBuf) -> DeliverySettings {
     let mut s = settings(dir);
     s.dsn = Some(

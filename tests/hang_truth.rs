@@ -310,6 +310,7 @@ fn render_thread_blocked_after_the_submit_is_not_a_hang_and_a_later_real_hang_is
 /// open), then continued: the watchdog's first tick after the stop restarts its stall clock instead of
 /// counting the stop as the GPU's. A real hang later in the same process is still reported.
 #[test]
+#[cfg(unix)] // SIGSTOP
 fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
     let (code, reports, log) = stopped_run(
         "sigstop",
@@ -326,6 +327,7 @@ fn a_stopped_process_is_not_a_hang_and_a_later_real_hang_is() {
 /// the GPU ran 1 s of it while the process did, less than `hang_timeout`. Without the restarted
 /// clock the first tick after the stop sees 6.3 s of stall.
 #[test]
+#[cfg(unix)] // SIGSTOP
 fn a_process_stopped_while_the_gpu_is_busy_is_not_a_hang() {
     let (code, reports, log) = stopped_run(
         "sigstop-busy",
@@ -345,6 +347,7 @@ fn a_process_stopped_while_the_gpu_is_busy_is_not_a_hang() {
 /// Runs the child in `mode` (with the drill when `drill` names a scenario), stops it with SIGSTOP for
 /// three timeouts `settle` after its log shows `stop_at`, then continues it. Returns its exit code,
 /// reports and log.
+#[cfg(unix)]
 fn stopped_run(
     name: &str,
     mode: &str,

@@ -271,42 +271,52 @@ pub fn shadowed_scene(
 /// the NVIDIA driver (docs/driver-facts.md); off unless asked for.
 #[allow(dead_code)]
 pub fn trace_segfaults_if_asked() {
-    if std::env::var_os("GPU_CRASH_SEGV_TRACE").is_none() {
-        return;
-    }
-    extern "C" {
-        fn backtrace(buffer: *mut *mut libc::c_void, size: libc::c_int) -> libc::c_int;
-        fn backtrace_symbols_fd(
-            buffer: *const *mut libc::c_void,
-            size: libc::c_int,
-            fd: libc::c_int,
-        );
-    }
-    extern "C" fn on_segv(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-        let mut frames = [std::ptr::null_mut(); 64];
-        // SAFETY: a diagnostic on a dying process: `write` is async-signal-safe; `backtrace` is
-        // not strictly (it may load libgcc once), which is acceptable for a last report.
-        unsafe {
-            let address = (*info).si_addr() as usize;
-            let mut line = *b"SIGSEGV at 0x0000000000000000, stack:\n";
-            for i in 0..16 {
-                let nibble = (address >> ((15 - i) * 4)) & 0xf;
-                line[13 + i] = b"0123456789abcdef"[nibble];
-            }
-            libc::write(2, line.as_ptr().cast(), line.len());
-            let n = backtrace(frames.as_mut_ptr(), frames.len() as libc::c_int);
-            backtrace_symbols_fd(frames.as_ptr(), n, 2);
+    // glibc's `backtrace` and POSIX signals: Linux only (the hosts these tests run on).
+    #[cfg(target_os = "linux")]
+    segv_trace::install_if_asked();
+}
+
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+mod segv_trace {
+    pub fn install_if_asked() {
+        if std::env::var_os("GPU_CRASH_SEGV_TRACE").is_none() {
+            return;
         }
-        // SA_RESETHAND put the default action back: returning re-runs the faulting instruction and
-        // the process dies of SIGSEGV as it would have.
-    }
-    // SAFETY: installs a handler with a valid function and an empty mask.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_segv as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESETHAND;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGSEGV, &action, std::ptr::null_mut());
+        extern "C" {
+            fn backtrace(buffer: *mut *mut libc::c_void, size: libc::c_int) -> libc::c_int;
+            fn backtrace_symbols_fd(
+                buffer: *const *mut libc::c_void,
+                size: libc::c_int,
+                fd: libc::c_int,
+            );
+        }
+        extern "C" fn on_segv(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+            let mut frames = [std::ptr::null_mut(); 64];
+            // SAFETY: a diagnostic on a dying process: `write` is async-signal-safe; `backtrace` is
+            // not strictly (it may load libgcc once), which is acceptable for a last report.
+            unsafe {
+                let address = (*info).si_addr() as usize;
+                let mut line = *b"SIGSEGV at 0x0000000000000000, stack:\n";
+                for i in 0..16 {
+                    let nibble = (address >> ((15 - i) * 4)) & 0xf;
+                    line[13 + i] = b"0123456789abcdef"[nibble];
+                }
+                libc::write(2, line.as_ptr().cast(), line.len());
+                let n = backtrace(frames.as_mut_ptr(), frames.len() as libc::c_int);
+                backtrace_symbols_fd(frames.as_ptr(), n, 2);
+            }
+            // SA_RESETHAND put the default action back: returning re-runs the faulting instruction and
+            // the process dies of SIGSEGV as it would have.
+        }
+        // SAFETY: installs a handler with a valid function and an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_segv as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESETHAND;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGSEGV, &action, std::ptr::null_mut());
+        }
     }
 }
 

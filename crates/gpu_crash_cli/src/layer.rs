@@ -57,7 +57,8 @@ pub fn install() -> std::io::Result<PathBuf> {
 }
 
 /// The environment that makes the Vulkan loader put the layer (in `dir`) under a program: the
-/// folder prepended to `VK_LAYER_PATH`, the layer added to `VK_INSTANCE_LAYERS`.
+/// folder prepended to `VK_LAYER_PATH`, the layer added to `VK_INSTANCE_LAYERS`. The loader splits
+/// both lists at the platform's path separator (`;` on Windows, `:` elsewhere).
 pub fn loader_env(dir: &Path) -> [(&'static str, OsString); 2] {
     let sep = if cfg!(windows) { ';' } else { ':' };
     [
@@ -71,7 +72,7 @@ pub fn loader_env(dir: &Path) -> [(&'static str, OsString); 2] {
         ),
         (
             "VK_INSTANCE_LAYERS",
-            manifest::append_list(std::env::var_os("VK_INSTANCE_LAYERS"), LAYER_NAME, ':'),
+            manifest::append_list(std::env::var_os("VK_INSTANCE_LAYERS"), LAYER_NAME, sep),
         ),
     ]
 }
@@ -100,5 +101,20 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert_eq!(&LAYER_LIBRARY[..4], b"\x7fELF");
         }
+        // A DLL (PE) on Windows: built for the target, not the build machine (build.rs).
+        if cfg!(windows) {
+            assert_eq!(&LAYER_LIBRARY[..2], b"MZ");
+        }
+    }
+
+    /// The Windows loader reads the manifest as JSON: a library under a user's folder with a space
+    /// and backslashes keeps its path exactly.
+    #[test]
+    fn a_manifest_with_a_windows_path_reads_back_as_that_path() {
+        let path = r"C:\Users\Jane Doe\AppData\Local\gpu-crash\layer-0.1.0\gpu_crash_drill_layer.dll";
+        let json: serde_json::Value =
+            serde_json::from_str(&manifest::manifest_json(Path::new(path))).unwrap();
+        assert_eq!(json["layer"]["library_path"], path);
+        assert_eq!(json["layer"]["name"], LAYER_NAME);
     }
 }
