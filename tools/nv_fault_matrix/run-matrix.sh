@@ -7,8 +7,9 @@
 #
 # PLAN entries are CASE:CONFIG (see src/main.rs), run one process at a time, in the order given,
 # each under `timeout -s KILL` (wait cap + 30 s). `canary+CASE:CONFIG` runs a canary process beside
-# that case. Before each process the script checks that it can end before MATRIX_DEADLINE_S (seconds
-# since the script began, default 560); otherwise it writes the entry as skipped. After each
+# that case. Before each process the script checks that it can end (wait cap + 12 s) before
+# MATRIX_DEADLINE_S - MATRIX_RESERVE_S (seconds since the script began); `last+CASE:CONFIG` may use
+# the reserve (the endless shader, which must run last). An entry that cannot is written as skipped. After each
 # process: new kernel-log Xid lines, nvidia-smi utilisation, and everything packed into
 # $OUT/matrix.tar.gz (so a call cut short still returns what ran).
 #
@@ -33,8 +34,9 @@ build() {
 device() {
     : "${OUT:?OUT must be set (the device tool sets it)}"
     local t_start; t_start=$(date +%s)
-    local deadline=${MATRIX_DEADLINE_S:-560} cap=${MATRIX_WAIT_CAP_S:-45}
-    local per=$((cap + 30))
+    local deadline=${MATRIX_DEADLINE_S:-560} cap=${MATRIX_WAIT_CAP_S:-45} reserve=${MATRIX_RESERVE_S:-0}
+    # per: the kill timeout of one process; est: what a process that waits out the cap takes.
+    local per=$((cap + 30)) est=$((cap + 12))
     # MATRIX_SKIP_DEBS / MATRIX_VK_DRIVER_FILES: only to rehearse this function here on lavapipe.
     if [ -z "${MATRIX_SKIP_DEBS:-}" ]; then
         for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -54,12 +56,14 @@ device() {
     dmesg >/dev/null 2>&1 && echo "dmesg readable" >> $R/env.txt || echo "dmesg NOT readable" >> $R/env.txt
     pack() { tar -C /tmp -czf "$OUT/matrix.tar.gz" nvfm-results; }
     for entry in "$@"; do
-        local canary=""
+        local canary="" end=$((deadline - reserve))
         case $entry in canary+*) canary=1; entry=${entry#canary+} ;; esac
+        # last+: the entry that may use the reserved tail (the endless shader, which must run last).
+        case $entry in last+*) end=$deadline; entry=${entry#last+} ;; esac
         local c=${entry%%:*} k=${entry#*:} name=${entry/:/-}
         local now=$(( $(date +%s) - t_start ))
-        if [ $((now + per)) -gt "$deadline" ]; then
-            echo "$name skipped: deadline (t=${now}s, needs up to ${per}s, deadline ${deadline}s)" | tee -a $R/summary.txt
+        if [ $((now + est)) -gt "$end" ]; then
+            echo "$name skipped: deadline (t=${now}s, may need ${est}s, must end by ${end}s)" | tee -a $R/summary.txt
             continue
         fi
         local x0; x0=$(xid_count)
