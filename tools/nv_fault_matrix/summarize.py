@@ -8,6 +8,7 @@ Reads the last JSON line of each CASE-CONFIG.json (the process's final phase) an
 import glob
 import json
 import os
+import re
 import sys
 
 CASES = ["uaf-descriptor", "bda-freed", "bda-past-end", "image-freed", "endless", "healthy"]
@@ -89,11 +90,17 @@ def outcome(d):
 
 
 def budget(d):
-    b = d.get("budget_at_end") or d.get("budget_after_free")
-    if not b or not b.get("ext"):
+    """Device-local heap usage in MiB before the submit -> after the free -> at the end, / budget."""
+    parts = []
+    for k in ("budget_before", "budget_after_free", "budget_at_end"):
+        b = d.get(k)
+        if not b or not b.get("ext"):
+            continue
+        h = [x for x in b["heaps"] if x["device_local"]]
+        parts.append((mib(h[0]["usage"]), mib(h[0]["budget"])))
+    if not parts:
         return "—"
-    h = [x for x in b["heaps"] if x["device_local"]]
-    return ", ".join(f"heap {x['heap']}: {mib(x['usage'])}/{mib(x['budget'])} MiB" for x in h)
+    return " → ".join(u for u, _ in parts) + f" / {parts[-1][1]} MiB"
 
 
 def main():
@@ -111,7 +118,7 @@ def main():
             xids = []
             if os.path.exists(xid):
                 xids = [l for l in open(xid) if "Xid" in l]
-            kinds = sorted({l.split("Xid")[1].split(",")[0].strip(" :()") for l in xids}) if xids else []
+            kinds = sorted({m.group(1) for l in xids for m in [re.search(r"Xid \(.*?\): (\d+)", l)] if m})
             cal = d.get("calibration", {})
             rows.append(
                 (
@@ -122,12 +129,12 @@ def main():
                     ckpts(d.get("checkpoints_after")),
                     budget(d),
                     named(d.get("fault_info")),
-                    f"{len(xids)} ({'; '.join(kinds)[:120]})" if xids else "0",
+                    f"{len(xids)}× Xid {', '.join(kinds)}" if xids else "none",
                     f"{cal.get('predicted_busy_ms', '?')}",
                 )
             )
     key = lambda r: (CASES.index(r[0]) if r[0] in CASES else 99, CONFIGS.index(r[1]) if r[1] in CONFIGS else 99)
-    print("| case | config | submit → fence / loss | vkGetDeviceFaultInfoEXT | checkpoints after | device-local heap at end (usage/budget) | named object by address | Xid lines |")
+    print("| case | config | submit → fence / loss | vkGetDeviceFaultInfoEXT | checkpoints after | device-local heap used before → after free → end / budget | named object by address | kernel Xid |")
     print("|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=key):
         print("| " + " | ".join(str(x).replace("|", "/") for x in r[:8]) + " |")
