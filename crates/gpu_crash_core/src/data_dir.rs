@@ -195,6 +195,20 @@ mod tests {
                 Path::new("/data/game/gpu-crash-reports")
             );
         }
+        if cfg!(windows) {
+            // A user name with a space, as Windows makes them ("Jane Doe").
+            let local = env(&[("LOCALAPPDATA", r"C:\Users\Jane Doe\AppData\Local")]);
+            assert_eq!(
+                report_dir_with(local, None, "game"),
+                Path::new(r"C:\Users\Jane Doe\AppData\Local\game\gpu-crash-reports")
+            );
+        }
+        if cfg!(target_os = "macos") {
+            assert_eq!(
+                report_dir_with(without, None, "game"),
+                Path::new("/home/p/Library/Application Support/game/gpu-crash-reports")
+            );
+        }
         let empty = env(&[(REPORT_DIR_ENV, ""), ("HOME", "/home/p")]);
         assert_eq!(report_dir_with(empty, Some(setting), "game"), setting);
     }

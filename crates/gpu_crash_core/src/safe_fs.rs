@@ -165,13 +165,16 @@ fn open_regular_with(path: &Path, options: &mut OpenOptions) -> io::Result<File>
     if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
         return Err(not_followed());
     }
+    // O_NOFOLLOW refuses a symlink with ELOOP: said as the refusal it is.
+    #[cfg(unix)]
     let file = options.open(path).map_err(|e| {
-        #[cfg(unix)]
         if e.raw_os_error() == Some(libc::ELOOP) {
             return not_followed();
         }
         e
     })?;
+    #[cfg(not(unix))]
+    let file = options.open(path)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

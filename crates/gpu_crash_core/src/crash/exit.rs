@@ -30,3 +30,39 @@ pub(crate) fn exit_now(code: i32) -> ! {
     #[allow(unreachable_code)]
     std::process::exit(code)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Set in the child's environment: the child ends itself through [`super::exit_now`].
+    const CHILD_VAR: &str = "GPU_CRASH_EXIT_NOW_CHILD";
+
+    /// `exit_now` ends the process with the code asked for and runs no exit handler
+    /// (`_exit` on Unix, `TerminateProcess` on Windows): the child would print from its `atexit`
+    /// handler otherwise.
+    #[test]
+    fn exit_now_ends_the_process_with_the_code_and_no_exit_handlers() {
+        if std::env::var_os(CHILD_VAR).is_some() {
+            extern "C" fn said_at_exit() {
+                eprintln!("exit handler ran");
+            }
+            extern "C" {
+                fn atexit(handler: extern "C" fn()) -> std::ffi::c_int;
+            }
+            // SAFETY: registers a plain function with the C runtime; it only prints.
+            unsafe { atexit(said_at_exit) };
+            super::exit_now(7);
+        }
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "crash::exit::tests::exit_now_ends_the_process_with_the_code_and_no_exit_handlers",
+                "--nocapture",
+            ])
+            .env(CHILD_VAR, "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(7), "{stderr}");
+        assert!(!stderr.contains("exit handler ran"), "{stderr}");
+    }
+}

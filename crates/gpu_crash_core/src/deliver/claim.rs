@@ -84,9 +84,69 @@ fn still_named(file: &File, path: &Path) -> bool {
     }
 }
 
-/// Whether `path` still names the file `file` was opened from. Windows keeps a file that is open
-/// without delete sharing from being deleted or replaced, so a name that still exists is the file.
-#[cfg(not(unix))]
+/// Whether `path` still names the file `file` was opened from: the same volume and file index
+/// (Windows' inode). A name alone says nothing there: Rust opens files with delete sharing, and
+/// where POSIX delete semantics are missing (FAT drives, Wine and Proton) a file deleted while
+/// another handle holds it keeps its name until that handle closes; a name re-created since is
+/// another file.
+#[cfg(windows)]
+fn still_named(file: &File, path: &Path) -> bool {
+    if deleted(file) {
+        return false;
+    }
+    // A name re-created since is another file; a deleted name still pending fails to open.
+    let Ok(named) = File::open(path) else {
+        return false;
+    };
+    match (file_id(file), file_id(&named)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Whether the file was deleted: pending deletion (its name kept until the last handle closes) or
+/// with no name left (POSIX delete semantics).
+#[cfg(windows)]
+fn deleted(file: &File) -> bool {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{
+        FileStandardInfo, GetFileInformationByHandleEx, FILE_STANDARD_INFO,
+    };
+    // SAFETY: a plain-data struct of integers and booleans, for the call to fill.
+    let mut info: FILE_STANDARD_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: `file`'s handle is open for the call; `info` is writable and its size is passed.
+    let ok = unsafe {
+        GetFileInformationByHandleEx(
+            file.as_raw_handle(),
+            FileStandardInfo,
+            (&mut info as *mut FILE_STANDARD_INFO).cast(),
+            std::mem::size_of::<FILE_STANDARD_INFO>() as u32,
+        )
+    } != 0;
+    // Unknown reads as deleted: a claim given up is retried by the next flush.
+    !ok || info.DeletePending || info.NumberOfLinks == 0
+}
+
+/// The file's volume serial number and 64-bit file index.
+#[cfg(windows)]
+fn file_id(file: &File) -> Option<(u32, u32, u32)> {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{
+        GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    };
+    // SAFETY: a plain-data struct of integers, for the call to fill.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: `file`'s handle is open for the call, and `info` is writable and of the size asked.
+    let ok = unsafe { GetFileInformationByHandle(file.as_raw_handle(), &mut info) } != 0;
+    ok.then_some((
+        info.dwVolumeSerialNumber,
+        info.nFileIndexHigh,
+        info.nFileIndexLow,
+    ))
+}
+
+/// Whether `path` still names the file: without a file identity to compare, its name exists.
+#[cfg(not(any(unix, windows)))]
 fn still_named(_file: &File, path: &Path) -> bool {
     path.exists()
 }

@@ -114,9 +114,26 @@ struct Running {
 impl Running {
     /// Rewrites the file (atomically, the new one locked before it gets its name).
     fn save(&mut self) {
-        let written = serde_json::to_vec(&self.file)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| write_atomically_locked(&self.path, &bytes));
+        let write = |path: &Path| {
+            serde_json::to_vec(&self.file)
+                .map_err(std::io::Error::other)
+                .and_then(|bytes| write_atomically_locked(path, &bytes))
+        };
+        let mut written = write(&self.path);
+        // Windows without POSIX rename semantics (FAT drives, Windows before 10 1607, Wine and
+        // Proton, measured under Wine 8): no file is replaced while a handle holds it, ours
+        // included. Let go of the old file and write again. For that moment a launch beside this
+        // one may take the session for abandoned; it is then sent twice (`abnormal`, then this
+        // run's end), never lost.
+        if cfg!(windows)
+            && self._lock.is_some()
+            && written
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        {
+            self._lock = None;
+            written = write(&self.path);
+        }
         match written {
             Ok(lock) => self._lock = Some(lock),
             Err(e) => warn!(
