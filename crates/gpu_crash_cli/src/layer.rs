@@ -111,7 +111,8 @@ mod tests {
     /// and backslashes keeps its path exactly.
     #[test]
     fn a_manifest_with_a_windows_path_reads_back_as_that_path() {
-        let path = r"C:\Users\Jane Doe\AppData\Local\gpu-crash\layer-0.1.0\gpu_crash_drill_layer.dll";
+        let path =
+            r"C:\Users\Jane Doe\AppData\Local\gpu-crash\layer-0.1.0\gpu_crash_drill_layer.dll";
         let json: serde_json::Value =
             serde_json::from_str(&manifest::manifest_json(Path::new(path))).unwrap();
         assert_eq!(json["layer"]["library_path"], path);
