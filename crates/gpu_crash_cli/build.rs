@@ -53,7 +53,13 @@ fn native_layer(out_dir: &Path) -> PathBuf {
 fn cross_layer(out_dir: &Path, target: &str) -> PathBuf {
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let layer_crate = manifest_dir.join("../gpu_crash_drill_layer");
-    for source in ["../gpu_crash_drill_layer", "../vulkan_fault_ffi"] {
+    // The layer's sources, and the workspace's lock file and profiles it is built with.
+    for source in [
+        "../gpu_crash_drill_layer",
+        "../vulkan_fault_ffi",
+        "../../Cargo.lock",
+        "../../Cargo.toml",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             manifest_dir.join(source).display()
@@ -67,8 +73,19 @@ fn cross_layer(out_dir: &Path, target: &str) -> PathBuf {
         .arg("build")
         .arg("--manifest-path")
         .arg(layer_crate.join("Cargo.toml"))
-        .args(["--lib", "--target", target, "--target-dir"])
+        // The outer build resolved and fetched every dependency: the nested one changes no lock
+        // file and goes to no network.
+        .args([
+            "--lib",
+            "--locked",
+            "--offline",
+            "--target",
+            target,
+            "--target-dir",
+        ])
         .arg(&target_dir)
+        // Its own build folder too: the outer build holds the lock of a configured one.
+        .env("CARGO_BUILD_BUILD_DIR", &target_dir)
         // A plain build of the layer, whatever wraps the outer one (clippy's driver, a coverage
         // wrapper): only its library is wanted here.
         .env_remove("RUSTC_WORKSPACE_WRAPPER")

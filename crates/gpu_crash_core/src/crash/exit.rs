@@ -33,36 +33,52 @@ pub(crate) fn exit_now(code: i32) -> ! {
 
 #[cfg(test)]
 mod tests {
-    /// Set in the child's environment: the child ends itself through [`super::exit_now`].
+    /// Set in the child's environment: how the child ends itself (`exit_now`, or C's `exit`).
     const CHILD_VAR: &str = "GPU_CRASH_EXIT_NOW_CHILD";
+    const HANDLER_LINE: &str = "exit handler ran";
 
-    /// `exit_now` ends the process with the code asked for and runs no exit handler
-    /// (`_exit` on Unix, `TerminateProcess` on Windows): the child would print from its `atexit`
-    /// handler otherwise.
-    #[test]
-    fn exit_now_ends_the_process_with_the_code_and_no_exit_handlers() {
-        if std::env::var_os(CHILD_VAR).is_some() {
-            extern "C" fn said_at_exit() {
-                eprintln!("exit handler ran");
-            }
-            extern "C" {
-                fn atexit(handler: extern "C" fn()) -> std::ffi::c_int;
-            }
-            // SAFETY: registers a plain function with the C runtime; it only prints.
-            unsafe { atexit(said_at_exit) };
-            super::exit_now(7);
-        }
+    /// Runs this test again as a child that registers an `atexit` handler and ends with code 7
+    /// the way `how` says; returns its exit code and stderr.
+    fn child_ending(how: &str) -> (Option<i32>, String) {
         let output = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "crash::exit::tests::exit_now_ends_the_process_with_the_code_and_no_exit_handlers",
                 "--nocapture",
             ])
-            .env(CHILD_VAR, "1")
+            .env(CHILD_VAR, how)
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(7), "{stderr}");
-        assert!(!stderr.contains("exit handler ran"), "{stderr}");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), stderr)
+    }
+
+    /// `exit_now` ends the process with the code asked for and runs no exit handler (`_exit` on
+    /// Unix, `TerminateProcess` on Windows). The control, C's own `exit`, runs the handler: the
+    /// child can tell the two apart.
+    #[test]
+    fn exit_now_ends_the_process_with_the_code_and_no_exit_handlers() {
+        extern "C" {
+            fn atexit(handler: extern "C" fn()) -> std::ffi::c_int;
+            fn exit(code: std::ffi::c_int) -> !;
+        }
+        extern "C" fn said_at_exit() {
+            eprintln!("{HANDLER_LINE}");
+        }
+        if let Some(how) = std::env::var_os(CHILD_VAR) {
+            // SAFETY: registers a plain function with the C runtime; it only prints.
+            unsafe { atexit(said_at_exit) };
+            if how == "c-exit" {
+                // SAFETY: C's `exit` ends the process after the handlers; nothing is borrowed.
+                unsafe { exit(7) };
+            }
+            super::exit_now(7);
+        }
+        let (code, stderr) = child_ending("c-exit");
+        assert_eq!(code, Some(7), "{stderr}");
+        assert!(stderr.contains(HANDLER_LINE), "the control: {stderr}");
+        let (code, stderr) = child_ending("exit-now");
+        assert_eq!(code, Some(7), "{stderr}");
+        assert!(!stderr.contains(HANDLER_LINE), "{stderr}");
     }
 }

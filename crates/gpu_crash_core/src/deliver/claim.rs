@@ -84,30 +84,32 @@ fn still_named(file: &File, path: &Path) -> bool {
     }
 }
 
-/// Whether `path` still names the file `file` was opened from: the same volume and file index
-/// (Windows' inode). A name alone says nothing there: Rust opens files with delete sharing, and
-/// where POSIX delete semantics are missing (FAT drives, Wine and Proton) a file deleted while
-/// another handle holds it keeps its name until that handle closes; a name re-created since is
-/// another file.
+/// Whether `path` still names the file `file` was opened from: not deleted, and the same volume
+/// and file index (Windows' inode). A name alone says nothing there: Rust opens files with delete
+/// sharing, and where POSIX delete semantics are missing (FAT drives, older Windows) a file deleted
+/// while another handle holds it keeps its name, pending deletion, until that handle closes; a
+/// name re-created since is another file. Wine reports such a file as neither pending deletion nor
+/// unlinked (measured under Wine 8): there a deleted envelope can be claimed (and sent) again.
+/// Where the file system tells neither, the name's existence decides, as before.
 #[cfg(windows)]
 fn still_named(file: &File, path: &Path) -> bool {
-    if deleted(file) {
+    if deleted(file) == Some(true) {
         return false;
     }
-    // A name re-created since is another file; a deleted name still pending fails to open.
+    // A deleted name still pending fails to open.
     let Ok(named) = File::open(path) else {
         return false;
     };
     match (file_id(file), file_id(&named)) {
         (Some(a), Some(b)) => a == b,
-        _ => false,
+        _ => true,
     }
 }
 
 /// Whether the file was deleted: pending deletion (its name kept until the last handle closes) or
-/// with no name left (POSIX delete semantics).
+/// with no name left (POSIX delete semantics); `None` when the file system does not say.
 #[cfg(windows)]
-fn deleted(file: &File) -> bool {
+fn deleted(file: &File) -> Option<bool> {
     use std::os::windows::io::AsRawHandle;
     use windows_sys::Win32::Storage::FileSystem::{
         FileStandardInfo, GetFileInformationByHandleEx, FILE_STANDARD_INFO,
@@ -123,8 +125,7 @@ fn deleted(file: &File) -> bool {
             std::mem::size_of::<FILE_STANDARD_INFO>() as u32,
         )
     } != 0;
-    // Unknown reads as deleted: a claim given up is retried by the next flush.
-    !ok || info.DeletePending || info.NumberOfLinks == 0
+    ok.then_some(info.DeletePending || info.NumberOfLinks == 0)
 }
 
 /// The file's volume serial number and 64-bit file index.

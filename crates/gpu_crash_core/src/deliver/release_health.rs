@@ -21,6 +21,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,7 +35,9 @@ use super::envelope_name::{sanitize, EnvelopeName};
 use super::ledger::SENT_DIR;
 use super::outbox::{Outbox, FAILED_DIR};
 use super::settings::{SessionTracking, UploadConsent};
-use crate::report::{write_atomically_locked, CrashKind, CrashReport};
+use crate::report::{
+    write_atomically_locked, write_atomically_locked_releasing, CrashKind, CrashReport,
+};
 use crate::safe_fs;
 
 /// Extension of session files in the outbox folder.
@@ -102,6 +105,10 @@ impl SessionFile {
     }
 }
 
+/// Set once a session file's rewrite was refused because this process held the old file (see
+/// [`Running::save`]); from then on the old file is let go just before each rename.
+static REPLACE_NEEDS_RELEASE: AtomicBool = AtomicBool::new(false);
+
 /// A running session of this process.
 struct Running {
     file: SessionFile,
@@ -114,31 +121,48 @@ struct Running {
 impl Running {
     /// Rewrites the file (atomically, the new one locked before it gets its name).
     fn save(&mut self) {
-        let write = |path: &Path| {
-            serde_json::to_vec(&self.file)
-                .map_err(std::io::Error::other)
-                .and_then(|bytes| write_atomically_locked(path, &bytes))
+        let bytes = match serde_json::to_vec(&self.file) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                warn!("GPU crash reporter: cannot encode the session file: {e}");
+                return;
+            }
         };
-        let mut written = write(&self.path);
+        let (path, held) = (&self.path, &mut self._lock);
         // Windows without POSIX rename semantics (FAT drives, Windows before 10 1607, Wine and
         // Proton, measured under Wine 8): no file is replaced while a handle holds it, ours
-        // included. Let go of the old file and write again. For that moment a launch beside this
-        // one may take the session for abandoned; it is then sent twice (`abnormal`, then this
-        // run's end), never lost.
+        // included. Once a rewrite was refused so, the old file is let go just before the new one
+        // takes its name: for the moment of a rename, not a write, a launch beside this one could
+        // take the session for abandoned.
+        let release_first = cfg!(windows) && REPLACE_NEEDS_RELEASE.load(Ordering::Relaxed);
+        let mut written = if release_first {
+            write_atomically_locked_releasing(path, &bytes, || *held = None)
+        } else {
+            write_atomically_locked(path, &bytes)
+        };
         if cfg!(windows)
-            && self._lock.is_some()
+            && !release_first
+            && held.is_some()
             && written
                 .as_ref()
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
         {
-            self._lock = None;
-            written = write(&self.path);
+            // Relaxed: a hint for later saves; a stale read costs one refused rename.
+            REPLACE_NEEDS_RELEASE.store(true, Ordering::Relaxed);
+            written = write_atomically_locked_releasing(path, &bytes, || *held = None);
+        }
+        if written.is_err() && held.is_none() {
+            // The old file still has the name (the rename failed): held again, so the session
+            // stays this run's for a launch beside it.
+            *held = safe_fs::open_regular(path)
+                .ok()
+                .filter(|file| file.try_lock().is_ok());
         }
         match written {
             Ok(lock) => self._lock = Some(lock),
             Err(e) => warn!(
-                "GPU crash reporter: cannot write the session file {}: {e}; a kill of this run is \
-                 not counted",
+                "GPU crash reporter: cannot write the session file {}: {e}; it keeps what it said \
+                 before (a kill of this run is counted from that)",
                 self.path.display()
             ),
         }

@@ -148,20 +148,36 @@ pub(crate) fn write_report_held(
 /// Temp file in the same directory (created new and owner-only), fsync, rename over `path`, fsync
 /// the directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomically_with(path, bytes, false).map(drop)
+    write_atomically_with(path, bytes, false, || {}).map(drop)
 }
 
 /// [`write_atomically`], returning the file open and exclusively locked (`File::try_lock`): the lock
 /// is taken before the file gets its name, so no other process can claim it in between.
 pub(crate) fn write_atomically_locked(path: &Path, bytes: &[u8]) -> std::io::Result<std::fs::File> {
-    write_atomically_with(path, bytes, true)
+    write_atomically_with(path, bytes, true, || {})
+}
+
+/// [`write_atomically_locked`], running `before_rename` once the new file is written and synced,
+/// just before it takes the name: where a file held open cannot be replaced (Windows without POSIX
+/// rename semantics), the caller lets go of the old one there, for the moment of the rename only.
+pub(crate) fn write_atomically_locked_releasing(
+    path: &Path,
+    bytes: &[u8],
+    before_rename: impl FnOnce(),
+) -> std::io::Result<std::fs::File> {
+    write_atomically_with(path, bytes, true, before_rename)
 }
 
 /// Numbers this process's temp files: two threads writing one name (a startup requeue and a crash)
 /// never share one.
 static TEMP_FILES: AtomicU64 = AtomicU64::new(0);
 
-fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Result<std::fs::File> {
+fn write_atomically_with(
+    path: &Path,
+    bytes: &[u8],
+    lock: bool,
+    before_rename: impl FnOnce(),
+) -> std::io::Result<std::fs::File> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}{TEMP_MARK}{}-{}",
@@ -186,6 +202,7 @@ fn write_atomically_with(path: &Path, bytes: &[u8], lock: bool) -> std::io::Resu
         file.try_lock().map_err(std::io::Error::from)?;
         file.write_all(bytes)?;
         file.sync_all()?;
+        before_rename();
         crate::safe_fs::rename(&tmp, path)?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
@@ -234,6 +251,21 @@ pub(crate) fn remove_abandoned_temp_files(dir: &Path) -> usize {
 #[doc(alias = "load_report")]
 pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
     let bytes = read_capped(path, MAX_REPORT_BYTES)?;
+    parse_report(path, &bytes)
+}
+
+/// A report from `bytes` already read (through a handle that holds the file's lock: on Windows a
+/// locked range cannot be read through another handle, the locking process's own included), or
+/// the read's error; `path` names the file in errors.
+pub(crate) fn report_from_read(
+    path: &Path,
+    read: std::io::Result<Vec<u8>>,
+) -> Result<CrashReport, ReportError> {
+    let bytes = read.map_err(|source| read_error(path, MAX_REPORT_BYTES, source))?;
+    parse_report(path, &bytes)
+}
+
+fn parse_report(path: &Path, bytes: &[u8]) -> Result<CrashReport, ReportError> {
     let json = |source| ReportError::Json {
         path: path.to_owned(),
         source,
@@ -243,7 +275,7 @@ pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
     struct Version {
         schema_version: u64,
     }
-    let version: Version = serde_json::from_slice(&bytes).map_err(json)?;
+    let version: Version = serde_json::from_slice(bytes).map_err(json)?;
     if version.schema_version > u64::from(SCHEMA_VERSION) {
         return Err(ReportError::NewerSchema {
             path: path.to_owned(),
@@ -251,7 +283,7 @@ pub fn read_report(path: &Path) -> Result<CrashReport, ReportError> {
             supported: SCHEMA_VERSION,
         });
     }
-    serde_json::from_slice(&bytes).map_err(json)
+    serde_json::from_slice(bytes).map_err(json)
 }
 
 /// The vendor binary `report` (read from `report_path`) names, if it names one: only a plain file
@@ -287,19 +319,21 @@ fn is_plain_file_name(name: &str) -> bool {
 
 /// [`safe_fs::read_regular_capped`] with the errors as [`ReportError`]s.
 fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, ReportError> {
-    safe_fs::read_regular_capped(path, limit).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::FileTooLarge {
-            ReportError::TooLarge {
-                path: path.to_owned(),
-                limit,
-            }
-        } else {
-            ReportError::Read {
-                path: path.to_owned(),
-                source,
-            }
+    safe_fs::read_regular_capped(path, limit).map_err(|source| read_error(path, limit, source))
+}
+
+fn read_error(path: &Path, limit: u64, source: std::io::Error) -> ReportError {
+    if source.kind() == std::io::ErrorKind::FileTooLarge {
+        ReportError::TooLarge {
+            path: path.to_owned(),
+            limit,
         }
-    })
+    } else {
+        ReportError::Read {
+            path: path.to_owned(),
+            source,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ pub use file::{
     read_report, read_vendor_binary, ReportError, MAX_REPORT_BYTES, MAX_VENDOR_BINARY_BYTES,
 };
 pub(crate) use file::{
-    remove_abandoned_temp_files, write_atomically, write_atomically_locked, write_report_held,
+    remove_abandoned_temp_files, report_from_read, write_atomically, write_atomically_locked,
+    write_atomically_locked_releasing, write_report_held,
 };
 pub use model::*;
 pub use page::html_page;
