@@ -4,7 +4,8 @@
 //! executable" would not survive it.
 //!
 //! Native builds: the layer is a build-dependency, so Cargo builds every crate type of it (its
-//! `cdylib` too) into the `deps` folder of this profile before running this script. The root
+//! `cdylib` too) into the `deps` folder of this profile before running this script (not with an
+//! explicit `--target`, even the host's: then it is built as below). The root
 //! Cargo.toml gives the layer the same profile settings as a build-dependency and as a workspace
 //! member, so both are one build and one file.
 //!
@@ -22,31 +23,25 @@ use std::process::Command;
 fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = env("TARGET");
-    let built = if target == env("HOST") {
-        native_layer(&out_dir)
-    } else {
-        cross_layer(&out_dir, &target)
-    };
+    // `--target <the host's triple>` (or `build.target`) puts build-dependencies elsewhere than
+    // this package's profile folder: the layer is then built as for a cross build.
+    let built = (target == env("HOST"))
+        .then(|| native_layer(&out_dir))
+        .flatten()
+        .unwrap_or_else(|| cross_layer(&out_dir, &target));
     copy(&built, &out_dir.join("drill_layer.bin"));
     println!("cargo:rerun-if-changed={}", built.display());
 }
 
-/// The layer Cargo built as this package's build-dependency.
-fn native_layer(out_dir: &Path) -> PathBuf {
+/// The layer Cargo built as this package's build-dependency, if it lies in this profile's `deps`.
+fn native_layer(out_dir: &Path) -> Option<PathBuf> {
     // OUT_DIR is <target>/<profile>/build/<this package>-<hash>/out.
     let deps = out_dir
         .ancestors()
         .nth(3)
         .map(|profile| profile.join("deps"))
         .expect("OUT_DIR is <profile>/build/<pkg>/out");
-    let built = deps.join(layer_file_name());
-    if !built.is_file() {
-        panic!(
-            "the crash-drill layer was not built at {} (it is a build-dependency of gpu-crash)",
-            built.display()
-        );
-    }
-    built
+    Some(deps.join(layer_file_name())).filter(|built| built.is_file())
 }
 
 /// Builds the layer's library for `target` (a nested cargo, its own target folder) and returns it.
