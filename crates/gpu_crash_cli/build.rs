@@ -20,6 +20,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+// The layer's own naming rule (std only), as the tool and xtask use it.
+#[path = "../gpu_crash_drill_layer/src/manifest.rs"]
+#[allow(dead_code)]
+mod manifest;
+
 fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = env("TARGET");
@@ -114,12 +119,7 @@ fn cross_layer(out_dir: &Path, target: &str) -> PathBuf {
 
 /// The layer library's file name on the platform the tool is built for (not the build machine's).
 fn layer_file_name() -> String {
-    let (prefix, suffix) = match env("CARGO_CFG_TARGET_OS").as_str() {
-        "windows" => ("", ".dll"),
-        "macos" | "ios" => ("lib", ".dylib"),
-        _ => ("lib", ".so"),
-    };
-    format!("{prefix}gpu_crash_drill_layer{suffix}")
+    manifest::library_file_name_for(&env("CARGO_CFG_TARGET_OS"))
 }
 
 fn env(name: &str) -> String {

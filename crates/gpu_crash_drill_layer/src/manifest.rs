@@ -14,11 +14,18 @@ pub const MANIFEST_FILE_NAME: &str = "VK_LAYER_gpu_crash_drill.json";
 
 /// File name of the built layer library on this platform.
 pub fn library_file_name() -> String {
-    format!(
-        "{}gpu_crash_drill_layer{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    )
+    library_file_name_for(std::env::consts::OS)
+}
+
+/// File name of the layer library on the platform `target_os` (Rust's `target_os` names): for a
+/// build script, whose own platform may not be the one it builds for.
+pub fn library_file_name_for(target_os: &str) -> String {
+    let (prefix, suffix) = match target_os {
+        "windows" => ("", ".dll"),
+        "macos" | "ios" => ("lib", ".dylib"),
+        _ => ("lib", ".so"),
+    };
+    format!("{prefix}gpu_crash_drill_layer{suffix}")
 }
 
 /// The manifest text, pointing at `library_path` (absolute, or relative to the manifest's folder).

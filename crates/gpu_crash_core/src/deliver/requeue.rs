@@ -36,7 +36,7 @@ use super::outbox::FAILED_DIR;
 use super::outbox::{FlushSummary, Outbox};
 use super::release_health::ReleaseHealth;
 use crate::guard::guarded;
-use crate::report::read_vendor_binary;
+use crate::report::{read_vendor_binary, report_from_read, MAX_REPORT_BYTES};
 
 impl Outbox {
     /// At startup, on a thread of its own (`gpu-crash-upload`): ends the release-health sessions
@@ -118,8 +118,8 @@ impl Outbox {
             };
             // Read through the claim's handle: on Windows the lock is mandatory, and a second
             // handle (ours included) could not read the file.
-            let read = claim.read(crate::report::MAX_REPORT_BYTES);
-            let mut report = match crate::report::report_from_read(&path, read) {
+            let read = claim.read(MAX_REPORT_BYTES);
+            let mut report = match report_from_read(&path, read) {
                 Ok(report) => report,
                 Err(e) => {
                     warn!("GPU crash reporter: not queued again: {e}");
