@@ -12,7 +12,20 @@
 //! * 1: `GpuCrashReporterPlugin` with everything on (address-binding capture, GPU breadcrumbs),
 //! * 2: the plugin with `capture_address_bindings: false`,
 //! * 3: the plugin with `gpu_breadcrumbs: false`,
-//! * 6: the plugin with `name_assets: false` (no asset map: config 1 against 6 is its cost).
+//! * 6: the plugin with `name_assets: false` (no asset map: config 1 against 6 is its cost),
+//! * 4 (`--floor`, not in `--compare`'s default list): the plugin with everything on and
+//!   `GPU_CRASH_REPORTER_COST_FLOOR` set: the driver's binding report stays on, our messenger
+//!   callback returns at once (nothing decoded, pushed or indexed): the driver's share alone.
+//!
+//! `--buffer-churn N` adds N labelled wgpu buffers (4 KiB, `churn_buffer_<frame>_<i>`, every label
+//! distinct) created through Bevy's `RenderDevice` every frame and destroyed the next frame.
+//!
+//! `--minutes M` (issue 47's long session): one process runs M minutes after the warm-up and prints
+//! one `realistic_scene_minute` line a minute (frames, mean and p90 frame, process CPU, the CPU of
+//! the reporter's own threads (`comm` starting `gpu-crash`), the time the buffer churn and the GPU
+//! wait took a frame, the index's counters and ranges, binding events dropped, the asset map's bytes,
+//! RSS) and one `realistic_scene_minute_threads` line (CPU seconds that minute of the busiest thread
+//! groups): whether any cost grows with time, and where.
 //!
 //! One run prints `realistic_scene plugin=<0|1|3> frames=.. median_us=.. mean_us=.. p90_us=..
 //! cpu_us_per_frame=.. events=.. dropped=..` (events: binding events the reporter indexed, 0 where
@@ -33,15 +46,21 @@
 mod support;
 
 use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::core_pipeline::tonemapping::Tonemapping;
 use bevy::light::CascadeShadowConfigBuilder;
 use bevy::prelude::*;
-use bevy::render::renderer::RenderAdapterInfo;
+use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
+use bevy::render::renderer::{RenderAdapterInfo, RenderDevice};
 use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
-use support::frame_timing::{self, median, wait_for_gpu, FrameTimes, RunResult};
+use support::frame_timing::{
+    self, median, process_cpu_time, thread_cpu_times, wait_for_gpu, FrameTimes, RunResult,
+    ThreadCpu,
+};
 use support::interleave::{BlockInterleave, Step};
 use support::offscreen_target;
 
@@ -60,6 +79,7 @@ fn config_name(plugin: u8) -> &'static str {
         2 => "plugin, capture_address_bindings: false",
         3 => "plugin, gpu_breadcrumbs: false",
         6 => "plugin, name_assets: false",
+        4 => "plugin, binding report on, callback returns at once (GPU_CRASH_REPORTER_COST_FLOOR)",
         _ => "?",
     }
 }
@@ -79,6 +99,10 @@ struct Args {
     /// `--interleave-names BLOCK`: one process, the pipeline naming paused and resumed every BLOCK
     /// frames (0: off).
     interleave_names: usize,
+    /// `--buffer-churn N`: labelled buffers created (and destroyed the next frame) every frame.
+    buffer_churn: usize,
+    /// `--minutes M`: a long session of M minutes, one line a minute (0: off).
+    minutes: u32,
 }
 
 fn parse_args() -> Args {
@@ -93,6 +117,8 @@ fn parse_args() -> Args {
         seed: 0x5eed_cafe,
         configs: CONFIGS.to_vec(),
         interleave_names: 0,
+        buffer_churn: 0,
+        minutes: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -106,6 +132,9 @@ fn parse_args() -> Args {
             "--no-bindings" => args.plugin = 2,
             "--no-breadcrumbs" => args.plugin = 3,
             "--no-asset-map" => args.plugin = 6,
+            "--floor" => args.plugin = 4,
+            "--buffer-churn" => args.buffer_churn = number("--buffer-churn") as usize,
+            "--minutes" => args.minutes = number("--minutes") as u32,
             "--compare" => args.compare = true,
             "--rounds" => args.rounds = number("--rounds") as usize,
             "--frames" => args.frames = number("--frames") as usize,
@@ -121,15 +150,16 @@ fn parse_args() -> Args {
                 args.configs = list
                     .split(',')
                     .map(|c| match c.parse() {
-                        Ok(c) if CONFIGS.contains(&c) => c,
-                        _ => panic!("--configs takes a list of 0, 1, 2, 3, 6 (got {list:?})"),
+                        Ok(c) if CONFIGS.contains(&c) || c == 4 => c,
+                        _ => panic!("--configs takes a list of 0, 1, 2, 3, 4, 6 (got {list:?})"),
                     })
                     .collect();
             }
             other => panic!(
                 "unknown argument {other}; usage: realistic_scene [--no-plugin | --no-breadcrumbs] \
                  [--compare] [--rounds N] [--frames N] [--warmup N] [--meshes N] [--churn N] \
-                 [--seed N] [--configs 0,2,3,1,6] [--no-asset-map] [--interleave-names BLOCK]"
+                 [--seed N] [--configs 0,2,3,1,6] [--no-asset-map] [--floor] \
+                 [--interleave-names BLOCK] [--buffer-churn N] [--minutes M]"
             ),
         }
     }
@@ -147,6 +177,11 @@ fn main() -> AppExit {
         std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
     let args = parse_args();
+    if args.plugin == 4 {
+        // The binding report stays on; the messenger's callback returns at once. Read when the
+        // messenger is registered (process-global, but no other thread exists yet).
+        std::env::set_var("GPU_CRASH_REPORTER_COST_FLOOR", "1");
+    }
     if args.compare {
         compare(&args);
         return AppExit::Success;
@@ -169,11 +204,24 @@ fn main() -> AppExit {
         .insert_resource(SceneConfig {
             meshes: args.meshes,
             churn: args.churn,
+            buffer_churn: args.buffer_churn,
         })
         .insert_resource(Rng(args.seed))
         .insert_resource(FrameCount(0))
         .add_systems(Startup, setup_scene)
         .add_systems(Update, (churn_meshes, animate).chain());
+    if args.buffer_churn > 0 {
+        app.add_systems(Update, churn_buffers);
+    }
+    if args.minutes > 0 {
+        app.insert_resource(LongSession::new(args.plugin, args.warmup, args.minutes))
+            .add_systems(First, long_session_minute);
+        app.sub_app_mut(bevy::render::RenderApp).add_systems(
+            bevy::render::Render,
+            timed_wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
+        );
+        return app.run();
+    }
     if args.interleave_names > 0 {
         app.insert_resource(NamesInterleave(BlockInterleave::new(
             args.interleave_names,
@@ -226,6 +274,8 @@ impl Rng {
 struct SceneConfig {
     meshes: usize,
     churn: usize,
+    /// Labelled buffers created (and destroyed the next frame) every frame.
+    buffer_churn: usize,
 }
 
 /// Main-world frames since start (the animation clock: fixed steps, so every run moves the same).
@@ -517,6 +567,264 @@ fn time_frame(
 }
 
 // ---------------------------------------------------------------------------------------------
+// --buffer-churn: labelled buffers made and destroyed every frame.
+
+/// Nanoseconds the buffer churn took (create and destroy), summed over frames.
+static CHURN_NS: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds the render world waited for the GPU (`--minutes` only), summed over frames.
+static GPU_WAIT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Size of one churned buffer.
+const CHURN_BUFFER_BYTES: u64 = 4096;
+
+/// The buffers made last frame, destroyed this frame.
+#[derive(Default)]
+struct BufferChurn {
+    frame: u64,
+    last: Vec<Buffer>,
+    label: String,
+}
+
+/// Every frame: destroys the buffers made last frame and makes `buffer_churn` new ones through
+/// Bevy's `RenderDevice`, each with a label of its own (`churn_buffer_<frame>_<i>`), as a game that
+/// streams labelled per-frame data does. Each is bound to memory when made (a binding report) and
+/// unbound when destroyed (another).
+fn churn_buffers(
+    device: Res<RenderDevice>,
+    config: Res<SceneConfig>,
+    mut churn: Local<BufferChurn>,
+) {
+    let started = Instant::now();
+    let churn = &mut *churn;
+    for buffer in churn.last.drain(..) {
+        buffer.destroy();
+    }
+    for i in 0..config.buffer_churn {
+        churn.label.clear();
+        let _ = write!(churn.label, "churn_buffer_{}_{i}", churn.frame);
+        churn.last.push(device.create_buffer(&BufferDescriptor {
+            label: Some(&churn.label),
+            size: CHURN_BUFFER_BYTES,
+            usage: BufferUsages::STORAGE | BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }));
+    }
+    churn.frame += 1;
+    CHURN_NS.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
+/// [`wait_for_gpu`], its time summed into [`GPU_WAIT_NS`].
+fn timed_wait_for_gpu(device: Res<RenderDevice>) {
+    let started = Instant::now();
+    wait_for_gpu(device);
+    GPU_WAIT_NS.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --minutes: a long session, one line a minute (issue 47).
+
+/// Prefix of the reporter's own threads' names (`comm`, at most 15 bytes): gpu-crash-indexer (as
+/// `gpu-crash-index`), gpu-crash-burst, gpu-crash-watchdog, gpu-crash-query, gpu-crash-upload, ...
+/// The messenger callback runs on the thread that binds (the game's and the driver's), not here.
+const OUR_THREADS: &str = "gpu-crash";
+
+/// What one minute's line is computed from: the frame times since the minute began and the
+/// counters at its start.
+#[derive(Resource)]
+struct LongSession {
+    plugin: u8,
+    warmup: usize,
+    minutes: u32,
+    /// Every minute printed; the app is exiting.
+    done: bool,
+    /// Frames started so far (warm-up included).
+    seen: usize,
+    last: Option<Instant>,
+    /// The minute now running (1-based; 0 during the warm-up).
+    minute: u32,
+    minute_started: Instant,
+    times: Vec<Duration>,
+    cpu_at: Duration,
+    threads_at: Vec<ThreadCpu>,
+    churn_ns_at: u64,
+    gpu_wait_ns_at: u64,
+    events_at: u64,
+}
+
+impl LongSession {
+    fn new(plugin: u8, warmup: usize, minutes: u32) -> Self {
+        Self {
+            plugin,
+            warmup,
+            minutes,
+            done: false,
+            seen: 0,
+            last: None,
+            minute: 0,
+            minute_started: Instant::now(),
+            times: Vec::new(),
+            cpu_at: Duration::ZERO,
+            threads_at: Vec::new(),
+            churn_ns_at: 0,
+            gpu_wait_ns_at: 0,
+            events_at: 0,
+        }
+    }
+
+    /// Starts minute `minute` at `now` with the counters as they are.
+    fn begin_minute(&mut self, minute: u32, now: Instant, events: u64) {
+        self.minute = minute;
+        self.minute_started = now;
+        self.times.clear();
+        self.cpu_at = process_cpu_time().unwrap_or_default();
+        self.threads_at = thread_cpu_times();
+        self.churn_ns_at = CHURN_NS.load(Ordering::Relaxed);
+        self.gpu_wait_ns_at = GPU_WAIT_NS.load(Ordering::Relaxed);
+        self.events_at = events;
+    }
+}
+
+/// Resident set size in KiB (`VmRSS` of `/proc/self/status`), 0 where that does not exist.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// CPU seconds between two snapshots by thread group (digits folded to `#`), largest first, and
+/// the part of the reporter's own threads.
+fn minute_threads(start: &[ThreadCpu], end: &[ThreadCpu]) -> (Vec<(String, f64)>, f64) {
+    // cpu_by_thread_name gives microseconds per "frame"; with 1 frame, microseconds.
+    let groups: Vec<(String, f64)> = frame_timing::cpu_by_thread_name(start, end, 1)
+        .into_iter()
+        .map(|(name, us)| (name, us / 1e6))
+        .collect();
+    // A fold from +0.0: a sum of no threads (no plugin) prints 0, not -0.
+    let ours = groups
+        .iter()
+        .filter(|(name, _)| name.starts_with(OUR_THREADS))
+        .fold(0.0, |total, (_, s)| total + s);
+    (groups, ours)
+}
+
+fn long_session_minute(
+    mut state: ResMut<LongSession>,
+    reporter: Option<Res<GpuCrashReporter>>,
+    capabilities: Option<Res<GpuCrashCapabilities>>,
+    adapter: Option<Res<RenderAdapterInfo>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    if state.done {
+        return;
+    }
+    let now = Instant::now();
+    let Some(last) = state.last.replace(now) else {
+        return;
+    };
+    state.seen += 1;
+    if state.seen == state.warmup.max(1) {
+        println!(
+            "realistic_scene_info plugin={} adapter={:?} binding_report={} buffer_marker={}",
+            state.plugin,
+            adapter.map(|a| a.name.clone()).unwrap_or_default(),
+            capabilities
+                .as_ref()
+                .is_some_and(|c| c.address_binding_report),
+            capabilities.as_ref().is_some_and(|c| c.buffer_marker),
+        );
+        let events = reporter.as_ref().map_or(0, |r| r.index_stats().events);
+        state.begin_minute(1, now, events);
+        return;
+    }
+    if state.minute == 0 {
+        return;
+    }
+    state.times.push(now - last);
+    if now - state.minute_started < Duration::from_secs(60) {
+        return;
+    }
+    // The minute is over: its line, then the next minute (the index's counters, read here, fold
+    // everything published first: that frame's time lands in the next minute).
+    let wall = (now - state.minute_started).as_secs_f64();
+    let mut sorted = state.times.clone();
+    sorted.sort();
+    let n = sorted.len().max(1);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mean_ms = sorted.iter().map(|d| ms(*d)).sum::<f64>() / n as f64;
+    let p90_ms = sorted.get(n * 9 / 10).map_or(f64::NAN, |d| ms(*d));
+    let max_ms = sorted.last().map_or(f64::NAN, |d| ms(*d));
+    let cpu_s = (process_cpu_time()
+        .unwrap_or_default()
+        .saturating_sub(state.cpu_at))
+    .as_secs_f64();
+    let threads_now = thread_cpu_times();
+    let (groups, ours_s) = minute_threads(&state.threads_at, &threads_now);
+    let per_frame_ms =
+        |ns_now: u64, ns_at: u64| ns_now.saturating_sub(ns_at) as f64 / 1e6 / n as f64;
+    let churn_ms = per_frame_ms(CHURN_NS.load(Ordering::Relaxed), state.churn_ns_at);
+    let gpu_wait_ms = per_frame_ms(GPU_WAIT_NS.load(Ordering::Relaxed), state.gpu_wait_ns_at);
+    let mut index = String::new();
+    let mut events_now = 0;
+    if let Some(reporter) = &reporter {
+        let stats = reporter.index_stats();
+        let (live, freed) = reporter.indexed_ranges();
+        let assets = reporter.indexed_assets();
+        events_now = stats.events;
+        let _ = write!(
+            index,
+            " events={} events_minute={} binds={} unbinds={} live={live} freed={freed} \
+             unmatched_unbinds={} live_overflow={} freed_evicted={} names_dropped={} \
+             ring_dropped={} asset_meshes={} asset_images={} asset_bytes={}",
+            stats.events,
+            stats.events.saturating_sub(state.events_at),
+            stats.binds,
+            stats.unbinds,
+            stats.unmatched_unbinds,
+            stats.live_overflow,
+            stats.freed_evicted,
+            stats.names_dropped,
+            reporter.binding_events_dropped(),
+            assets.meshes,
+            assets.images,
+            assets.bytes,
+        );
+    }
+    println!(
+        "realistic_scene_minute plugin={} minute={} wall_s={wall:.1} frames={} mean_ms={mean_ms:.3} \
+         p90_ms={p90_ms:.3} max_ms={max_ms:.3} cpu_s={cpu_s:.2} ours_cpu_s={ours_s:.3} \
+         churn_ms={churn_ms:.3} gpu_wait_ms={gpu_wait_ms:.3} rss_mib={:.1}{index}",
+        state.plugin,
+        state.minute,
+        sorted.len(),
+        rss_kib() as f64 / 1024.0,
+    );
+    println!(
+        "realistic_scene_minute_threads plugin={} minute={} cpu_s={}",
+        state.plugin,
+        state.minute,
+        groups
+            .iter()
+            .take(10)
+            .map(|(name, s)| format!("{name}:{s:.2}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    if state.minute >= state.minutes {
+        exit.write(AppExit::Success);
+        state.done = true;
+        return;
+    }
+    let next = state.minute + 1;
+    state.begin_minute(next, Instant::now(), events_now);
+}
+
+// ---------------------------------------------------------------------------------------------
 // --interleave-names: the pipeline naming's cost inside one process.
 
 /// Blocks of frames alternating the pipeline naming on (A) and paused (B) (the plugin's
@@ -565,6 +873,8 @@ fn run_child(args: &Args, plugin: u8) -> RunResult {
         &args.churn.to_string(),
         "--seed",
         &args.seed.to_string(),
+        "--buffer-churn",
+        &args.buffer_churn.to_string(),
     ]
     .map(str::to_owned);
     let started = Instant::now();
@@ -600,7 +910,7 @@ fn compare(args: &Args) {
     println!(
         "realistic_scene --compare: {} rounds of {:?} (order rotated each round), {} frames each \
          after {} warm-up; {} meshes, {} replaced per frame (one in {} with a new Mesh asset), \
-         {}x{} offscreen, seed {}",
+         {} labelled buffers made and destroyed per frame, {}x{} offscreen, seed {}",
         args.rounds,
         names,
         args.frames,
@@ -608,6 +918,7 @@ fn compare(args: &Args) {
         args.meshes,
         args.churn,
         FRESH_EVERY,
+        args.buffer_churn,
         WIDTH,
         HEIGHT,
         args.seed
