@@ -12,7 +12,7 @@ use gpu_crash_core::{
 };
 
 use crate::render::device::{attach_render_device, follow_render_device};
-use crate::render::frames::{begin_gpu_frame, mark_frame_submitting, submit_frame_end};
+use crate::render::frames::{begin_gpu_frame, end_gpu_frame, submit_left_behind};
 use crate::render::render_errors::{hook_render_errors, keep_error_hook};
 use crate::resources::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReports};
 
@@ -57,7 +57,9 @@ pub struct GpuCrashReporterPlugin {
     /// How long submitted GPU work may stay incomplete, with the device not reported lost, before the
     /// watchdog writes a `gpu_hang` report. Default: 5 s.
     pub hang_timeout: Duration,
-    /// What to do once a hang report is on disk. Default: [`OnHang::KeepWaiting`].
+    /// What to do once a hang report is on disk. Default: end the process with
+    /// [`OnHang::DEFAULT_EXIT_CODE`] once the driver has had `loss_wait_after_hang` to reset the
+    /// device ([`OnHang::default`] says why), as the core's settings do.
     pub on_hang: OnHang,
     /// With [`OnHang::Exit`], how long to wait after the hang report for the device loss a driver's
     /// own lockup timeout may bring (amdgpu resets after 10 s, NVIDIA on Linux about 18 s after the
@@ -255,13 +257,16 @@ impl Plugin for GpuCrashReporterPlugin {
             .add_systems(
                 RenderGraph,
                 (
-                    mark_frame_submitting
+                    // After everything that records the frame's work (Bevy's diagnostics resolve
+                    // its timestamps there too), so the marker is the last command buffer of
+                    // Bevy's submit.
+                    end_gpu_frame
                         .after(RenderGraphSystems::Render)
+                        .after(bevy::render::diagnostic::resolve_encoder)
                         .before(RenderGraphSystems::Submit),
-                    // Right after the graph's submit, before Bevy presents (see the system), and
-                    // before every Finish system: a parallel one started first would make this
+                    // Before every Finish system: a parallel one started first would make this
                     // exclusive system wait for a pool thread (see render::frames).
-                    submit_frame_end
+                    submit_left_behind
                         .after(RenderGraphSystems::Submit)
                         .before(RenderGraphSystems::Finish),
                 ),

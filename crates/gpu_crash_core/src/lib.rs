@@ -13,11 +13,19 @@
 //! let adapter = instance.request_adapter(&Default::default()).await?;
 //! // The fault extensions enabled, the device watched, wgpu's device-lost callback hooked.
 //! let (device, queue) = reporter.request_device(&adapter, &Default::default()).await?;
-//! // Each frame: mark its GPU work so a hang is seen and placed.
-//! reporter.begin_gpu_frame();
-//! reporter.frame_submitting();
-//! queue.submit([]);
-//! reporter.frame_submitted(&queue);
+//! # let scratch = device.create_buffer(&wgpu::BufferDescriptor {
+//! #     label: Some("scratch"), size: 256, usage: wgpu::BufferUsages::COPY_DST, mapped_at_creation: false });
+//! // Each frame: its work inside GPU breadcrumbs of its labels, the frame's completion marker (the
+//! // hang watchdog reads it) in the same submit.
+//! let mut frame = reporter.begin_frame(&device, &queue);
+//! frame.encode("main pass", |encoder| {
+//!     encoder.clear_buffer(&scratch, 0, None);
+//! });
+//! frame.submit();
+//! if reporter.is_device_lost() {
+//!     // The report's verdict printed last, the process ended without exit handlers.
+//!     reporter.end_process(1);
+//! }
 //! // At exit: reports and uploads finish (bounded), then the device may go.
 //! reporter.at_exit();
 //! reporter.detach();
@@ -53,6 +61,7 @@ mod capture;
 mod crash;
 mod data_dir;
 mod deliver;
+mod frame;
 mod fs_seam;
 mod guard;
 mod index;
@@ -82,6 +91,7 @@ pub use deliver::{
     DsnError, FlushSummary, Outbox, OutboxError, SessionFileState, SessionTracking, UploadConsent,
     UploadState, DEFAULT_OUTBOX_NAME, OUTBOX_POINTER_NAME,
 };
+pub use frame::GpuFrame;
 pub use pipelines::{
     DrawnEntity, PassPipelines, PipelineInfo, PipelineKind, PipelineLedger, PipelineUse,
     PipelineUsers, ShaderStage,

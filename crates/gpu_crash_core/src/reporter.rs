@@ -2,6 +2,7 @@
 //! the device's creation, is told of each frame and of a device loss, and answers what the reporter
 //! has seen. Cheap to clone; every clone is the same reporter.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use crate::crash::{
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
 use crate::deliver::Delivery;
+use crate::frame::GpuFrame;
 use crate::guard::guarded;
 use crate::index::indexer::IndexerHandle;
 use crate::index::{AddressIndex, IndexStats};
@@ -62,6 +64,8 @@ pub struct CrashReporter {
     watchdog: Arc<Mutex<Option<Watchdog>>>,
     /// The last (device, frame) whose completion marker was submitted.
     frame_ended: Arc<Mutex<(u32, u64)>>,
+    /// Frames begun with [`Self::begin_frame`], the application's frame numbers.
+    frames_begun: Arc<AtomicU64>,
 }
 
 impl CrashReporter {
@@ -137,6 +141,7 @@ impl CrashReporter {
             settings_errors: settings_errors.into(),
             watchdog: Arc::default(),
             frame_ended: Arc::default(),
+            frames_begun: Arc::default(),
         })
     }
 
@@ -272,6 +277,30 @@ impl CrashReporter {
         self.crash.indexer.frame_tick(frame);
     }
 
+    /// Begins a frame of a wgpu application: its work recorded inside breadcrumbs of its labels
+    /// and submitted with its completion marker by the returned [`GpuFrame`]. Does what
+    /// [`Self::frame_tick`] (with the count of frames begun) and [`Self::begin_gpu_frame`] do.
+    pub fn begin_frame<'a>(
+        &'a self,
+        device: &'a wgpu::Device,
+        queue: &'a wgpu::Queue,
+    ) -> GpuFrame<'a> {
+        // Relaxed: a counter read by this call alone; the index orders its own events.
+        let frame = self.frames_begun.fetch_add(1, Ordering::Relaxed) + 1;
+        self.frame_tick(frame);
+        self.begin_gpu_frame();
+        GpuFrame::new(self, device, queue)
+    }
+
+    /// Whether the current device was lost (seen by wgpu's device-lost callback that
+    /// [`Self::request_device`] sets, or told by [`Self::device_lost`]): its report is then on its
+    /// way. A frame loop checks it after each submit and ends with [`Self::end_process`] (wgpu
+    /// panics on most calls to a lost device, "Parent device is lost"; such a panic after a loss
+    /// ends the process the same way, see [`ReporterSettings::end_process_after_loss`]).
+    pub fn is_device_lost(&self) -> bool {
+        self.crash.sessions.current().is_some_and(|s| s.is_lost())
+    }
+
     /// Right before the frame's first submit: the frame starts in the device's GPU ledger.
     pub fn begin_gpu_frame(&self) {
         self.crash.begin_gpu_frame();
@@ -291,10 +320,37 @@ impl CrashReporter {
     }
 
     /// Right after the frame's work is submitted (before present): submits the frame's completion
-    /// marker on `queue`, which the watchdog reads. Once per frame.
+    /// marker on `queue`, which the watchdog reads. Once per frame. [`Self::submit_frame`] does
+    /// the same inside the frame's own submit, one submit fewer.
     pub fn frame_submitted(&self, queue: &wgpu::Queue) {
+        if let Some(marker) = self.frame_end_commands() {
+            queue.submit([marker]);
+        }
+    }
+
+    /// Submits the frame's work on `queue` with the frame's completion marker last in the same
+    /// submit: what [`Self::frame_submitting`], `queue.submit(command_buffers)` and
+    /// [`Self::frame_submitted`] do, in one call and one submit. The frame's last submit (work
+    /// submitted later in the frame is covered by the next frame's marker). Returns the submit's
+    /// index, as `queue.submit` does.
+    pub fn submit_frame(
+        &self,
+        queue: &wgpu::Queue,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> wgpu::SubmissionIndex {
+        self.frame_submitting();
+        let marker = self.frame_end_commands();
+        queue.submit(command_buffers.into_iter().chain(marker))
+    }
+
+    /// The frame's completion marker as a command buffer, for an engine that submits its frame
+    /// itself: place it last in the frame's last submit, after the frame's work (Bevy's plugin
+    /// appends it to Bevy's own submit). The frame counts as pending GPU work from this call.
+    /// `None` once the frame has its marker, and where there is nothing to mark (no device, no
+    /// progress markers, the device lost).
+    pub fn frame_end_commands(&self) -> Option<wgpu::CommandBuffer> {
         let mut ended = self.frame_ended.lock().unwrap_or_else(|p| p.into_inner());
-        self.crash.submit_frame_end(queue, &mut ended);
+        self.crash.frame_end_commands(&mut ended)
     }
 
     /// Records GPU breadcrumbs on the current device (see [`BreadcrumbRecorder`]).
