@@ -12,8 +12,8 @@
 //! `hang-in-pass`: on lavapipe its wait on a never-set event blocks the driver's queue thread, and
 //! the render thread with it inside the driver, so no Vulkan call reaches the layer to see its
 //! simulated reset come due. The NVIDIA run of scripts/gpu-validation.sh uses `hang-in-pass` and
-//! the real driver's reset.) The game keeps waiting on a hang (`OnHang::KeepWaiting`, the
-//! default) and quits on the loss (Bevy's default). Each case runs this test binary again as a
+//! the real driver's reset.) The game keeps waiting on a hang (`OnHang::KeepWaiting`, set here:
+//! the default ends the process 10 s after the report) and quits on the loss (Bevy's default). Each case runs this test binary again as a
 //! child (`child` below) because the Vulkan loader reads its environment once per process.
 
 mod common;
@@ -27,7 +27,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
-use bevy_gpu_crash_reporter::GpuCrashReporterPlugin;
+use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
 /// The level's terrain: the loss's fault address lies inside it.
@@ -184,6 +184,8 @@ fn child() {
     app.add_plugins(GpuCrashReporterPlugin {
         application_name: Some("hang_then_loss".into()),
         hang_timeout: HANG_TIMEOUT,
+        // A game that keeps waiting on a hang for the driver's reset, however long it takes.
+        on_hang: OnHang::KeepWaiting,
         ..default()
     })
     .add_plugins(common::headless_default_plugins())

@@ -304,7 +304,7 @@ enum Plan {
     Loss,
     /// A masked-fault storm in a live buffer: non-fatal reports, and the game plays on.
     Storm,
-    /// The drill hangs the GPU; the game waits (the default), and the player kills it.
+    /// The drill hangs the GPU, and the player kills the frozen game (1-10 s in).
     Hang,
 }
 
@@ -508,8 +508,8 @@ fn a_player_lifetime_of_real_launches_loses_and_repeats_nothing_at_the_server() 
         };
         let kill_after = match plan {
             _ if last_phase => None,
-            // The default `KeepWaiting`: a hung game stays frozen until the player kills it, before
-            // or after its report (5 s hang timeout, then gathering and upload).
+            // A player who kills the frozen game before or after its report (5 s hang timeout, then
+            // gathering and upload), before the default `on_hang` ends it 10 s after the report.
             Plan::Hang => Some(Duration::from_millis(1000 + rng.below(9000))),
             _ if rng.chance(30) => Some(Duration::from_millis(rng.below(3500))),
             _ => None,

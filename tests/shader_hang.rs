@@ -178,14 +178,15 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
     assert_names_the_endless_material(&report);
 }
 
-/// The plugin as a game adds it with one line: the default 5 s `hang_timeout`, and the game keeps
-/// waiting on a hang (`OnHang::KeepWaiting`), Bevy's pipelined rendering on, the game submitting
-/// frames until its render thread blocks in a submit behind the endless work (lavapipe's queue is
-/// full). The report still comes, within the timeout plus a few seconds; the child never ends by
-/// itself, so it is killed once the report is on disk. (Seen with gdb attached 8 s into the hang,
-/// 2026-12-07, lavapipe: the render thread inside `CrashReporter::frame_submitted` ->
-/// `wgpu::Queue::submit` -> lavapipe's submit, the watchdog parked between ticks, the report on
-/// disk.)
+/// The plugin as a game adds it with one line: the default 5 s `hang_timeout` and the default
+/// `on_hang` (the report, then the driver's `loss_wait_after_hang` of 10 s, then the end of the
+/// process with `OnHang::DEFAULT_EXIT_CODE`), Bevy's pipelined rendering on, the game submitting
+/// frames until its render thread blocks in Bevy's submit behind the endless work (lavapipe's
+/// queue is full). The report still comes, within the timeout plus a few seconds, and the process
+/// ends by itself rather than freezing. (Seen with gdb attached 8 s into the hang, 2026-12-07,
+/// lavapipe, before the completion marker moved into Bevy's submit: the render thread inside our
+/// own marker's submit -> `wgpu::Queue::submit` -> lavapipe's submit, the watchdog parked between
+/// ticks, the report on disk.)
 #[test]
 fn with_default_settings_a_shader_that_never_ends_is_reported_though_the_submit_blocks() {
     let timeout = GpuCrashReporterPlugin::default().hang_timeout;
@@ -193,8 +194,22 @@ fn with_default_settings_a_shader_that_never_ends_is_reported_though_the_submit_
     let reports_dir = dir.join("reports");
     let mut command = common::child_command(&reports_dir, None);
     command.env(DEFAULTS_VAR, "1");
-    let (_, log, forever_at) = run_child_until_report(command, &reports_dir, timeout);
+    let grace = GpuCrashReporterPlugin::default().loss_wait_after_hang;
+    let (status, log, forever_at, ended_after_report) =
+        run_child_until_it_ends(command, &reports_dir, timeout, grace);
     let forever_at = forever_at.unwrap_or_else(|| panic!("the child never looped forever: {log}"));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(OnHang::DEFAULT_EXIT_CODE),
+        "the hung game ends by itself with the default exit code: {log}"
+    );
+    let ended_after_report = ended_after_report.expect("a report before the end");
+    assert!(
+        // The report is seen on disk up to a poll (100 ms) after it is written.
+        ended_after_report + Duration::from_secs(1) >= grace
+            && ended_after_report <= grace + Duration::from_secs(10),
+        "ended {ended_after_report:?} after its report, the driver given {grace:?}: {log}"
+    );
     let reports = common::read_reports(&reports_dir);
     assert_eq!(reports.len(), 1, "one hang report: {log}");
     let report = &reports[0];
@@ -218,14 +233,20 @@ fn with_default_settings_a_shader_that_never_ends_is_reported_though_the_submit_
     assert_names_the_endless_material(report);
 }
 
-/// Runs the child until a report is in `reports_dir` (then a moment for its upload and log), or
-/// until `timeout` plus 40 s after its "loop forever" line, and kills it: a game that keeps waiting
-/// on a hang never ends by itself. Returns what [`run_child`] does.
-fn run_child_until_report(
+/// Runs the child until it ends by itself, or until `timeout` plus `grace` plus 40 s after its "loop
+/// forever" line, when it is killed (`None`). Returns its exit status, its stderr, when it said
+/// "loop forever", and how long after its report was first seen on disk it ended.
+fn run_child_until_it_ends(
     mut command: std::process::Command,
     reports_dir: &std::path::Path,
     timeout: Duration,
-) -> (Option<std::process::ExitStatus>, String, Option<SystemTime>) {
+    grace: Duration,
+) -> (
+    Option<std::process::ExitStatus>,
+    String,
+    Option<SystemTime>,
+    Option<Duration>,
+) {
     command.stderr(Stdio::piped());
     let mut child = command.spawn().expect("spawn child");
     let stderr = BufReader::new(child.stderr.take().unwrap());
@@ -247,26 +268,26 @@ fn run_child_until_report(
     let started = Instant::now();
     let mut report_at = None;
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
         if report_at.is_none() && !common::read_reports(reports_dir).is_empty() {
             report_at = Some(Instant::now());
         }
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
         let forever = *forever.lock().unwrap();
         let give_up = forever.map_or(started + CHILD_DEADLINE, |f| {
-            f + timeout + Duration::from_secs(40)
+            f + timeout + grace + Duration::from_secs(40)
         });
-        let done = report_at.is_some_and(|r| r.elapsed() > Duration::from_secs(2));
-        if done || Instant::now() > give_up {
+        if Instant::now() > give_up {
             let _ = child.kill();
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    let ended_after_report = report_at.map(|r| r.elapsed());
     let (log, forever_at) = reader.join().unwrap();
-    (status, log, forever_at)
+    (status, log, forever_at, ended_after_report)
 }
 
 /// What was running: the stage's pipelines, ranked, the game's material first, named by its type,

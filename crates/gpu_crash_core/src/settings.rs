@@ -35,7 +35,9 @@ pub struct ReporterSettings {
     /// How long submitted GPU work may stay incomplete before the watchdog writes a `gpu_hang`
     /// report. Default: 5 s.
     pub hang_timeout: Duration,
-    /// What to do once a hang report is on disk. Default: [`OnHang::KeepWaiting`].
+    /// What to do once a hang report is on disk. Default: end the process with
+    /// [`OnHang::DEFAULT_EXIT_CODE`] once the driver has had `loss_wait_after_hang` to reset the
+    /// device ([`OnHang::default`] says why).
     pub on_hang: OnHang,
     /// With [`OnHang::Exit`], how long to wait after the hang report for the device loss a
     /// driver's own lockup timeout may bring. Default: 10 s.
@@ -73,7 +75,7 @@ impl Default for ReporterSettings {
             max_recent_events: index.max_recent_events,
             report_dir: None,
             hang_timeout: Duration::from_secs(5),
-            on_hang: OnHang::KeepWaiting,
+            on_hang: OnHang::default(),
             loss_wait_after_hang: Duration::from_secs(10),
             end_process_after_loss: true,
             gpu_breadcrumbs: true,

@@ -10,7 +10,14 @@
 //! On a panic the hook asks wgpu whether the device is lost: `Device::poll(Poll)` panics with
 //! "Parent device is lost" on a lost device (wgpu 29 treats it as fatal), so the probe runs on its
 //! own thread, bounded in time, its panic caught and kept quiet. Lost: the loss report is written
-//! and its upload waited for (bounded) before the previous hook runs and the panic goes on.
+//! and its upload waited for (bounded) before the previous hook prints the panic.
+//!
+//! A panic on a lost device (reported by the panic or before it, such as wgpu's "Parent device is
+//! lost" in `Device::poll`, the call that often learns of the loss first) then ends the process,
+//! when `end_process_after_loss` is on (the default), as the application's own end after a loss
+//! does: the panic in one line, the reporter's closing lines last on stderr, exit code 101 (a
+//! panic's), no backtrace, no unwinding into code that goes on calling the lost device, and no
+//! exit handlers tearing the driver down under its threads.
 //!
 //! All of the hook's own work runs on a thread of its own, under [`guarded`]: a second panic on the
 //! panicking thread, inside its hook, would abort the process, whatever catches it.
@@ -32,6 +39,9 @@ const PROBE_THREAD: &str = "gpu-crash-loss-probe";
 /// Name of the thread that does the hook's work: a panic there is ours, caught by [`guarded`];
 /// the hook only lets the previous hook print it (no probe for it, no recursion).
 const HOOK_THREAD: &str = "gpu-crash-panic-hook";
+/// The exit code after a panic on a lost device, when the settings end the process after a loss:
+/// the code the panic would have ended the process with (Rust's 101).
+const PANIC_EXIT_CODE: i32 = 101;
 /// How long the probe may take: a lost device answers at once; a hung wgpu lock does not.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -47,17 +57,40 @@ pub(crate) fn install(crash: CrashHandling) {
                 _ => {}
             }
             let message = panic_message(info);
+            let panic_line = format!(
+                "{} panicked at {}: {}",
+                std::thread::current().name().unwrap_or("a thread"),
+                info.location().map_or_else(String::new, |l| l.to_string()),
+                message.lines().next().unwrap_or_default()
+            );
             // Bounded by the probe, the report and its upload: the same bound the app's exit
             // allows the crash path.
             let hook_work = std::thread::Builder::new()
                 .name(HOOK_THREAD.into())
+                .spawn(move || guarded("panic hook", || report_if_lost(&message)).flatten());
+            let end_with = hook_work
+                .ok()
+                .and_then(|thread| thread.join().ok().flatten());
+            let Some(crash) = end_with else {
+                return previous(info);
+            };
+            // The device is lost and reported: the process ends as the application's own end
+            // after a loss does (`end_process`), with the panic told in one line and the
+            // reporter's closing lines last; no backtrace of wgpu's "Parent device is lost", no
+            // unwinding into code that would call the lost device again, no exit handlers.
+            let _ = std::thread::Builder::new()
+                .name(HOOK_THREAD.into())
                 .spawn(move || {
-                    guarded("panic hook", || report_if_lost(&message));
-                });
-            if let Ok(thread) = hook_work {
-                let _ = thread.join();
-            }
-            previous(info);
+                    guarded("panic hook", || {
+                        eprintln!(
+                            "GPU crash reporter: after the GPU device was lost, {panic_line}"
+                        );
+                        crash.at_exit();
+                        crash.print_closing_lines();
+                    })
+                })
+                .map(|thread| thread.join());
+            super::exit_now(PANIC_EXIT_CODE);
         }));
     });
 }
@@ -76,15 +109,21 @@ fn panic_message(info: &PanicHookInfo<'_>) -> String {
         .unwrap_or_default()
 }
 
-fn report_if_lost(message: &str) {
-    let Some(crash) = CURRENT.try_lock().ok().and_then(|current| current.clone()) else {
-        return; // no app, or a panic inside this hook's own bookkeeping
-    };
-    let Some(session) = crash.sessions.current() else {
-        return;
-    };
+/// Reports the loss the panic reveals, if the device is lost. Returns the crash path to end the
+/// process with when the device is lost (reported now or before) and the settings end the process
+/// after a loss.
+fn report_if_lost(message: &str) -> Option<CrashHandling> {
+    // A panic inside this hook's own bookkeeping finds the lock held: nothing to do.
+    let crash = CURRENT
+        .try_lock()
+        .ok()
+        .and_then(|current| current.clone())?;
+    let session = crash.sessions.current()?;
+    let end_with = crash.settings.end_process_after_loss.then(|| crash.clone());
     if session.is_lost() {
-        return; // already reported (or being reported)
+        // Already reported (or being reported): wgpu's "Parent device is lost" on a call the
+        // application made after the loss.
+        return end_with;
     }
     let device = session.device.clone();
     let lost = with_timeout(PROBE_TIMEOUT, move || {
@@ -100,7 +139,7 @@ fn report_if_lost(message: &str) {
     })
     .unwrap_or(false);
     if !lost {
-        return;
+        return None;
     }
     let first_line = message.lines().next().unwrap_or_default();
     crash.device_lost(
@@ -111,4 +150,5 @@ fn report_if_lost(message: &str) {
         )),
     );
     crash.wait_for_reports();
+    end_with
 }
