@@ -12,7 +12,7 @@ use gpu_crash_core::{
 };
 
 use crate::render::device::{attach_render_device, follow_render_device};
-use crate::render::frames::{begin_gpu_frame, end_gpu_frame, submit_left_behind};
+use crate::render::frames::{begin_gpu_frame, mark_frame_submitting, submit_frame_end};
 use crate::render::render_errors::{hook_render_errors, keep_error_hook};
 use crate::resources::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReports};
 
@@ -64,9 +64,10 @@ pub struct GpuCrashReporterPlugin {
     /// With [`OnHang::Exit`], how long to wait after the hang report for the device loss a driver's
     /// own lockup timeout may bring (amdgpu resets after 10 s, NVIDIA on Linux about 18 s after the
     /// hang began), with the fault addresses the hang report could not have, before the process
-    /// ends. Nothing else waits for it: the hang report is written and sent at once, and a loss of
-    /// the same device, whenever it comes, rewrites that report and joins its Sentry issue. At most
-    /// 10 minutes. Default: 10 s.
+    /// ends; a GPU that finishes work again in that time ends nothing. Nothing else waits for it:
+    /// the hang report is written and sent at once, and a loss of the same device that comes while
+    /// the game still runs rewrites that report and joins its Sentry issue. At most 10 minutes.
+    /// Default: 10 s.
     pub loss_wait_after_hang: Duration,
     /// When the app quits because its device was lost (Bevy's default `RenderErrorHandler` does),
     /// end the process as soon as the loss report is on disk and its upload done (or timed out),
@@ -257,16 +258,13 @@ impl Plugin for GpuCrashReporterPlugin {
             .add_systems(
                 RenderGraph,
                 (
-                    // After everything that records the frame's work (Bevy's diagnostics resolve
-                    // its timestamps there too), so the marker is the last command buffer of
-                    // Bevy's submit.
-                    end_gpu_frame
+                    mark_frame_submitting
                         .after(RenderGraphSystems::Render)
-                        .after(bevy::render::diagnostic::resolve_encoder)
                         .before(RenderGraphSystems::Submit),
-                    // Before every Finish system: a parallel one started first would make this
+                    // Right after the graph's submit, before Bevy presents (see the system), and
+                    // before every Finish system: a parallel one started first would make this
                     // exclusive system wait for a pool thread (see render::frames).
-                    submit_left_behind
+                    submit_frame_end
                         .after(RenderGraphSystems::Submit)
                         .before(RenderGraphSystems::Finish),
                 ),

@@ -5,8 +5,8 @@
 //!
 //! Per frame: one command buffer at the frame's start (it opens the frame and the pre-camera phase),
 //! one per stage boundary of each camera (at most five, see `core_pipeline`), and the frame's end
-//! (appended to Bevy's submit by `render::frames`). Shadow views get none: every command buffer
-//! costs the render thread real work whatever it records.
+//! (submitted by `render::frames`). Shadow views get none: every command buffer costs the render
+//! thread real work whatever it records.
 
 #[cfg(feature = "core_pipeline")]
 mod core_pipeline;

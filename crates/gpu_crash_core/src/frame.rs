@@ -1,6 +1,6 @@
 //! One frame of a wgpu application's GPU work, in wgpu's style: the work recorded in labelled
-//! encoders, each inside a GPU breadcrumb of the same label, and submitted with the frame's
-//! completion marker in one `queue.submit`. What the raw calls ([`CrashReporter::begin_gpu_frame`],
+//! encoders, each inside a GPU breadcrumb of the same label, and submitted, followed by the
+//! frame's completion marker. What the raw calls ([`CrashReporter::begin_gpu_frame`],
 //! the breadcrumbs' command buffers, [`CrashReporter::submit_frame`]) ask an application to place in
 //! the right order, a [`GpuFrame`] places itself.
 
@@ -18,6 +18,8 @@ use crate::CrashReporter;
 const MAX_LABELS: usize = 1024;
 /// The label of breadcrumbs beyond [`MAX_LABELS`] distinct ones.
 const LABELS_OVERFLOWED: &str = "(a breadcrumb label beyond the first 1024 distinct ones)";
+/// The breadcrumb of work labelled with an empty string.
+const UNLABELLED: &str = "(unlabelled work)";
 
 /// The labels given so far, each leaked once.
 static LABELS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
@@ -57,6 +59,10 @@ fn kept_label(labels: &mut HashSet<&'static str>, label: &str) -> &'static str {
 /// frame.submit();
 /// # }
 /// ```
+///
+/// A frame is submitted once it is begun: one dropped unsubmitted (a `continue` on a lost surface)
+/// stays in the device's ledger as a frame whose work never came, and a later hang report may
+/// place the stop there.
 #[must_use = "the frame's work reaches the GPU only through `GpuFrame::submit`"]
 pub struct GpuFrame<'a> {
     reporter: &'a CrashReporter,
@@ -64,6 +70,9 @@ pub struct GpuFrame<'a> {
     queue: &'a wgpu::Queue,
     breadcrumbs: BreadcrumbRecorder,
     buffers: Vec<CommandBuffer>,
+    /// Whether `device` is the one the reporter watches: breadcrumbs and the completion marker
+    /// are recorded on that device's marker memory, and go into no other device's submits.
+    watched: bool,
 }
 
 impl<'a> GpuFrame<'a> {
@@ -78,6 +87,7 @@ impl<'a> GpuFrame<'a> {
             queue,
             breadcrumbs: reporter.breadcrumbs(),
             buffers: Vec::new(),
+            watched: reporter.watches(device),
         }
     }
 
@@ -90,14 +100,16 @@ impl<'a> GpuFrame<'a> {
         label: impl AsRef<str>,
         record: impl FnOnce(&mut CommandEncoder) -> R,
     ) -> R {
-        let label = static_label(label.as_ref());
-        self.mark(label, Mark::Begin);
+        let label = label.as_ref();
+        let crumb = self.mark(label, Mark::Begin);
+        // The application's own label on its encoder (validation messages, captures), whatever
+        // the breadcrumb keeps of it.
         let mut encoder = self
             .device
             .create_command_encoder(&CommandEncoderDescriptor { label: Some(label) });
         let result = record(&mut encoder);
         self.buffers.push(encoder.finish());
-        self.mark(label, Mark::End);
+        self.end_mark(crumb);
         result
     }
 
@@ -110,24 +122,45 @@ impl<'a> GpuFrame<'a> {
     /// Adds a command buffer the application finished itself inside a breadcrumb `label`, as
     /// [`Self::encode`] does for its own encoder.
     pub fn add_labelled(&mut self, label: impl AsRef<str>, command_buffer: CommandBuffer) {
-        let label = static_label(label.as_ref());
-        self.mark(label, Mark::Begin);
+        let crumb = self.mark(label.as_ref(), Mark::Begin);
         self.buffers.push(command_buffer);
-        self.mark(label, Mark::End);
+        self.end_mark(crumb);
     }
 
-    /// Submits the frame's work with its completion marker last, in one `queue.submit`, and
-    /// returns that submit's index. On a lost device it submits nothing new of ours (the marker is
-    /// left out), and [`CrashReporter::is_device_lost`] says so.
+    /// Submits the frame's work, then its completion marker (a submit of its own: see
+    /// [`CrashReporter::frame_submitted`]), and returns the index of the work's submit. On a lost
+    /// device no marker is submitted, and [`CrashReporter::is_device_lost`] says so.
     pub fn submit(self) -> wgpu::SubmissionIndex {
-        self.reporter.submit_frame(self.queue, self.buffers)
+        if self.watched {
+            self.reporter.submit_frame(self.queue, self.buffers)
+        } else {
+            self.queue.submit(self.buffers)
+        }
     }
 
-    fn mark(&mut self, label: &'static str, mark: Mark) {
+    /// Records the begin mark of `label`; returns the breadcrumb's kept label for its end mark.
+    fn mark(&mut self, label: &str, mark: Mark) -> Option<&'static str> {
+        if !self.watched {
+            return None;
+        }
+        let label = static_label(if label.is_empty() { UNLABELLED } else { label });
         self.buffers.extend(
             self.breadcrumbs
                 .command_buffer(self.device, label, None, mark, true),
         );
+        Some(label)
+    }
+
+    fn end_mark(&mut self, crumb: Option<&'static str>) {
+        if let Some(label) = crumb {
+            self.buffers.extend(self.breadcrumbs.command_buffer(
+                self.device,
+                label,
+                None,
+                Mark::End,
+                true,
+            ));
+        }
     }
 }
 

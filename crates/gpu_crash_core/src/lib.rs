@@ -15,8 +15,8 @@
 //! let (device, queue) = reporter.request_device(&adapter, &Default::default()).await?;
 //! # let scratch = device.create_buffer(&wgpu::BufferDescriptor {
 //! #     label: Some("scratch"), size: 256, usage: wgpu::BufferUsages::COPY_DST, mapped_at_creation: false });
-//! // Each frame: its work inside GPU breadcrumbs of its labels, the frame's completion marker (the
-//! // hang watchdog reads it) in the same submit.
+//! // Each frame: its work inside GPU breadcrumbs of its labels, then the frame's completion marker
+//! // (the hang watchdog reads it).
 //! let mut frame = reporter.begin_frame(&device, &queue);
 //! frame.encode("main pass", |encoder| {
 //!     encoder.clear_buffer(&scratch, 0, None);

@@ -292,13 +292,24 @@ impl CrashReporter {
         GpuFrame::new(self, device, queue)
     }
 
+    /// Whether `device` is the device the reporter watches (the current session's).
+    pub(crate) fn watches(&self, device: &wgpu::Device) -> bool {
+        self.crash
+            .sessions
+            .current()
+            .is_some_and(|session| session.device == *device)
+    }
+
     /// Whether the current device was lost (seen by wgpu's device-lost callback that
     /// [`Self::request_device`] sets, or told by [`Self::device_lost`]): its report is then on its
     /// way. A frame loop checks it after each submit and ends with [`Self::end_process`] (wgpu
     /// panics on most calls to a lost device, "Parent device is lost"; such a panic after a loss
     /// ends the process the same way, see [`ReporterSettings::end_process_after_loss`]).
     pub fn is_device_lost(&self) -> bool {
-        self.crash.sessions.current().is_some_and(|s| s.is_lost())
+        self.crash
+            .sessions
+            .current()
+            .is_some_and(|s| s.loss_known())
     }
 
     /// Right before the frame's first submit: the frame starts in the device's GPU ledger.
@@ -320,37 +331,29 @@ impl CrashReporter {
     }
 
     /// Right after the frame's work is submitted (before present): submits the frame's completion
-    /// marker on `queue`, which the watchdog reads. Once per frame. [`Self::submit_frame`] does
-    /// the same inside the frame's own submit, one submit fewer.
+    /// marker on `queue`, which the watchdog reads. Once per frame. A submit of its own: wgpu
+    /// rejects a whole submit when one of its command buffers is invalid, and a marker dropped with
+    /// the frame's work would leave the frame pending, a false hang.
     pub fn frame_submitted(&self, queue: &wgpu::Queue) {
-        if let Some(marker) = self.frame_end_commands() {
+        let mut ended = self.frame_ended.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(marker) = self.crash.frame_end_commands(&mut ended) {
             queue.submit([marker]);
         }
     }
 
-    /// Submits the frame's work on `queue` with the frame's completion marker last in the same
-    /// submit: what [`Self::frame_submitting`], `queue.submit(command_buffers)` and
-    /// [`Self::frame_submitted`] do, in one call and one submit. The frame's last submit (work
-    /// submitted later in the frame is covered by the next frame's marker). Returns the submit's
-    /// index, as `queue.submit` does.
+    /// Submits the frame's work on `queue`, then its completion marker: what
+    /// [`Self::frame_submitting`], `queue.submit(command_buffers)` and [`Self::frame_submitted`]
+    /// do, in one call. The frame's last submit (work submitted later in the frame is covered by
+    /// the next frame's marker). Returns the index of the frame's work's submit.
     pub fn submit_frame(
         &self,
         queue: &wgpu::Queue,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
     ) -> wgpu::SubmissionIndex {
         self.frame_submitting();
-        let marker = self.frame_end_commands();
-        queue.submit(command_buffers.into_iter().chain(marker))
-    }
-
-    /// The frame's completion marker as a command buffer, for an engine that submits its frame
-    /// itself: place it last in the frame's last submit, after the frame's work (Bevy's plugin
-    /// appends it to Bevy's own submit). The frame counts as pending GPU work from this call.
-    /// `None` once the frame has its marker, and where there is nothing to mark (no device, no
-    /// progress markers, the device lost).
-    pub fn frame_end_commands(&self) -> Option<wgpu::CommandBuffer> {
-        let mut ended = self.frame_ended.lock().unwrap_or_else(|p| p.into_inner());
-        self.crash.frame_end_commands(&mut ended)
+        let index = queue.submit(command_buffers);
+        self.frame_submitted(queue);
+        index
     }
 
     /// Records GPU breadcrumbs on the current device (see [`BreadcrumbRecorder`]).
@@ -362,6 +365,9 @@ impl CrashReporter {
     /// handling): keeps the index on it and builds the report on a thread of its own, then returns
     /// at once. One report per device; a loss after the device's hang report joins that report.
     pub fn device_lost(&self, wgpu_description: &str) {
+        if let Some(session) = self.crash.sessions.current() {
+            session.tell_loss();
+        }
         crate::guard::guarded("device loss", || {
             self.crash.device_lost(wgpu_description, None)
         });

@@ -1,11 +1,11 @@
 //! The device's GPU ledger, kept by the application at three points of each frame: when the frame
-//! starts, when its work is about to be submitted, and at its end, where a command buffer of ours,
-//! submitted last in the frame's own submit, has the GPU write the frame's number once all earlier
-//! work is done (read by the watchdog).
+//! starts, when its work is about to be submitted, and right after the submit, where a command
+//! buffer of ours has the GPU write the frame's number once all earlier work is done (read by the
+//! watchdog).
 //!
-//! From the "submitting" stamp on the frame counts as pending GPU work, so nothing between the stamp
-//! and the submit may wait for the CPU (in Bevy it is one exclusive system right before Bevy's
-//! submit: a game system blocking a pool thread there was once reported as a GPU hang).
+//! From the "submitting" stamp to the submit of the completion marker the frame counts as pending GPU
+//! work, so nothing in between may wait for the CPU (in Bevy both ends are exclusive systems: a game
+//! system blocking a pool thread there was once reported as a GPU hang).
 
 use std::time::Instant;
 
@@ -36,16 +36,16 @@ impl CrashHandling {
         }
     }
 
-    /// Once the frame's work is recorded: a command buffer of ours that writes the frame number
-    /// once every earlier command on the queue has finished, for the caller to submit last in the
-    /// frame's last submit (in Bevy, appended to Bevy's own submit, so the reporter makes no submit
-    /// of its own: a submit of ours could block the render thread behind the game's work on a
-    /// driver whose queue is full behind a hung GPU, issue 49). The frame counts as pending from
-    /// here. Before present, so whatever blocks the render thread later in the frame (a present
-    /// waiting for vsync in a hidden window, file I/O, a debugger) is never counted as the GPU not
-    /// finishing; work submitted later in the frame is covered by the next frame's marker.
-    /// `ended` is the last (device, frame) ended: each frame is ended once. `None` when there is
-    /// nothing to mark (no device, no markers, the device lost, the frame already ended).
+    /// Right after the frame's work is submitted (in Bevy before it presents): a command buffer of
+    /// ours that writes the frame number once every earlier command on the queue has finished, for
+    /// the caller to submit on its own (a submit of its own, so that an invalid command buffer in
+    /// the frame's submit, which makes wgpu reject that whole submit, cannot take the marker with
+    /// it). The frame counts as pending from here. Before present, so whatever blocks the render
+    /// thread later in the frame (a present waiting for vsync in a hidden window, file I/O, a
+    /// debugger) is never counted as the GPU not finishing; work submitted later in the frame is
+    /// covered by the next frame's marker. `ended` is the last (device, frame) ended: each frame is
+    /// ended once. `None` when there is nothing to mark (no device, no markers, the device lost,
+    /// the frame already ended).
     pub(crate) fn frame_end_commands(&self, ended: &mut (u32, u64)) -> Option<wgpu::CommandBuffer> {
         let session = self.sessions.current()?;
         let timeline = session.timeline.as_ref()?;

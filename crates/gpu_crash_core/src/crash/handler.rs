@@ -253,8 +253,19 @@ impl CrashHandling {
         if let OnHang::Exit(code) = self.settings.on_hang {
             // A driver may still turn the hang into a loss with fault addresses: give it
             // `loss_wait_after_hang`, and its report the time it takes, before the process ends.
-            if session.wait_for_loss(self.settings.loss_wait_after_hang) {
-                session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
+            // A GPU that catches up in that time (a long stall, not a hang) ends nothing.
+            match wait_out_the_hang(session, self.settings.loss_wait_after_hang) {
+                AfterHang::Lost => {
+                    session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
+                }
+                AfterHang::Recovered => {
+                    warn!(
+                        "GPU crash reporter: the GPU finished its work again after the hang report; \
+                         the game goes on"
+                    );
+                    return;
+                }
+                AfterHang::StillHung => {}
             }
             self.wait_for_reports();
             // The session ends as the run does: crashed, with the hang (no exit handler runs).
@@ -473,6 +484,36 @@ impl CrashHandling {
                  send stays in the outbox for the next launch",
                 limit.as_millis()
             );
+        }
+    }
+}
+
+/// How a hang stood at the end of the wait after its report.
+enum AfterHang {
+    /// The device was lost (the driver reset it).
+    Lost,
+    /// The GPU finished more work: a long stall, not a hang.
+    Recovered,
+    /// Neither.
+    StillHung,
+}
+
+/// Waits up to `wait` after a hang report for the device's loss or the GPU's progress.
+fn wait_out_the_hang(session: &DeviceSession, wait: Duration) -> AfterHang {
+    const SLICE: Duration = Duration::from_millis(250);
+    let completed = || session.timeline.as_ref().map(|t| t.completed());
+    let at_report = completed();
+    let until = Instant::now().checked_add(wait);
+    loop {
+        let left = until.map_or(SLICE, |u| u.saturating_duration_since(Instant::now()));
+        if session.wait_for_loss(left.min(SLICE)) {
+            return AfterHang::Lost;
+        }
+        if completed() > at_report {
+            return AfterHang::Recovered;
+        }
+        if left.is_zero() {
+            return AfterHang::StillHung;
         }
     }
 }

@@ -12,12 +12,14 @@
 //! own thread, bounded in time, its panic caught and kept quiet. Lost: the loss report is written
 //! and its upload waited for (bounded) before the previous hook prints the panic.
 //!
-//! A panic on a lost device (reported by the panic or before it, such as wgpu's "Parent device is
-//! lost" in `Device::poll`, the call that often learns of the loss first) then ends the process,
-//! when `end_process_after_loss` is on (the default), as the application's own end after a loss
-//! does: the panic in one line, the reporter's closing lines last on stderr, exit code 101 (a
-//! panic's), no backtrace, no unwinding into code that goes on calling the lost device, and no
-//! exit handlers tearing the driver down under its threads.
+//! A panic raised inside wgpu on a lost device, on a thread of the application (reported by the
+//! panic or before it, such as wgpu's "Error in Device::poll" in a loop that polls on after the
+//! loss: `Device::poll` often learns of the loss first), then ends the process, when
+//! `end_process_after_loss` is on (the default), as the application's own end after a loss does:
+//! the panic in one line, the reporter's closing lines last on stderr, exit code 101 (a panic's),
+//! no backtrace, no unwinding into code that goes on calling the lost device, and no exit handlers
+//! tearing the driver down under its threads. A panic of the application's own code, which it may
+//! catch, and one on a thread of ours go on as before.
 //!
 //! All of the hook's own work runs on a thread of its own, under [`guarded`]: a second panic on the
 //! panicking thread, inside its hook, would abort the process, whatever catches it.
@@ -56,6 +58,13 @@ pub(crate) fn install(crash: CrashHandling) {
                 Some(HOOK_THREAD) => return previous(info),
                 _ => {}
             }
+            // Only a panic raised inside wgpu, on a thread of the application, may end the
+            // process (below): a panic of the game's own code (perhaps caught by it) or of one of
+            // our threads (contained by `guarded`) goes on as before.
+            let may_end = from_wgpu(info)
+                && !std::thread::current()
+                    .name()
+                    .is_some_and(|name| name.starts_with(OUR_THREADS));
             let message = panic_message(info);
             let panic_line = format!(
                 "{} panicked at {}: {}",
@@ -70,7 +79,8 @@ pub(crate) fn install(crash: CrashHandling) {
                 .spawn(move || guarded("panic hook", || report_if_lost(&message)).flatten());
             let end_with = hook_work
                 .ok()
-                .and_then(|thread| thread.join().ok().flatten());
+                .and_then(|thread| thread.join().ok().flatten())
+                .filter(|_| may_end);
             let Some(crash) = end_with else {
                 return previous(info);
             };
@@ -99,6 +109,25 @@ pub(crate) fn install(crash: CrashHandling) {
 pub(crate) fn forget() {
     *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
+
+/// Whether the panic was raised in wgpu's own code (a directory of its path names a wgpu crate:
+/// `wgpu-29.0.4/`, `wgpu-core-29.0.4/`, a git checkout's `wgpu/`), as wgpu's fatal errors on a
+/// lost device are ("Error in Device::poll", "Parent device is lost", a buffer "is invalid").
+fn from_wgpu(info: &PanicHookInfo<'_>) -> bool {
+    info.location().is_some_and(|location| {
+        let path = std::path::Path::new(location.file());
+        path.parent().is_some_and(|dirs| {
+            dirs.components().any(|dir| {
+                dir.as_os_str().to_str().is_some_and(|dir| {
+                    dir == "wgpu" || dir.starts_with("wgpu-") || dir.starts_with("wgpu_")
+                })
+            })
+        })
+    })
+}
+
+/// The prefix of every thread the reporter starts.
+const OUR_THREADS: &str = "gpu-crash-";
 
 /// The panic's message, as text.
 fn panic_message(info: &PanicHookInfo<'_>) -> String {

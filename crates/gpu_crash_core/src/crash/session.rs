@@ -43,6 +43,11 @@ pub(crate) struct DeviceSession {
     drained: Arc<DrainSlot>,
     /// The non-fatal fault watch of this device, if one runs; stopped before the device goes.
     fault_watch: Mutex<Option<WatchThread>>,
+    /// Set on the thread that learns of the loss (wgpu's device-lost callback, inside the submit
+    /// or poll that saw it), before its report is begun on a thread of its own: what the
+    /// application's frame loop reads (`CrashReporter::is_device_lost`) without waiting on that
+    /// thread.
+    loss_told: AtomicBool,
 }
 
 /// Whether a device is lost, as the session marks it in `begin_loss`.
@@ -283,6 +288,18 @@ impl DeviceSession {
     pub(crate) fn is_lost(&self) -> bool {
         self.lost.is_set()
     }
+
+    /// The application learned of this device's loss (its report may still be to begin).
+    pub(crate) fn tell_loss(&self) {
+        // Release: pairs with the Acquire in `loss_known`; nothing else is published with it.
+        self.loss_told.store(true, Ordering::Release);
+    }
+
+    /// Whether the device's loss is known: told by the application or marked by its report.
+    pub(crate) fn loss_known(&self) -> bool {
+        // Acquire: pairs with the Release in `tell_loss`.
+        self.loss_told.load(Ordering::Acquire) || self.is_lost()
+    }
 }
 
 /// Longest wait for the GPU when a device's session ends (app exit, renderer recovery): a hung GPU
@@ -374,6 +391,7 @@ impl DeviceSessions {
             fault_changed: Condvar::new(),
             drained: Arc::default(),
             fault_watch: Mutex::default(),
+            loss_told: AtomicBool::new(false),
         });
         let previous = self.lock().current.replace(session.clone());
         // Outside the lock: the old session's drop may wait for its GPU (bounded), and the watchdog
