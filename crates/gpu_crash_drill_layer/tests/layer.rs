@@ -53,6 +53,11 @@ fn binding_reports_match_creates_and_destroys() {
     run_child("bindings", &[]);
 }
 
+#[test]
+fn bind_memory2_and_its_khr_alias_report_every_bind_of_a_call() {
+    run_child("bindings2", &[]);
+}
+
 fn fault_case(api: &str, scenario: &str, precision: &str) -> String {
     fault_case_with(api, scenario, precision, "binary")
 }
@@ -721,6 +726,7 @@ fn child_entry() {
         parts.as_slice(),
         ["extensions", _]
             | ["bindings"]
+            | ["bindings2"]
             | ["fault", "ext", _, _, "binary"]
             | ["hang-loss", "ext", _]
     );
@@ -733,6 +739,7 @@ fn child_entry() {
         ["extensions", "ext"] => case_extensions(Api::Ext),
         ["extensions", "khr"] => case_extensions(Api::Khr),
         ["bindings"] => case_bindings(),
+        ["bindings2"] => case_bindings2(),
         ["fault", api, scenario, precision, binary] => {
             let api = if *api == "khr" { Api::Khr } else { Api::Ext };
             case_fault(
@@ -1475,6 +1482,141 @@ fn case_bindings() {
     // SAFETY: idle memory.
     unsafe { gpu.device.free_memory(m2, None) };
     assert_eq!(gpu.binding_messages().len(), before);
+}
+
+/// `vkBindBufferMemory2` / `vkBindImageMemory2` and their `KHR` aliases (wgpu uses the first
+/// versions, so only this case reaches these four hooks): each info of a call is reported, at its
+/// memory's address plus its offset, with its memory-requirement size.
+fn case_bindings2() {
+    let gpu = Gpu::with_extensions(Api::Ext, true, &[c"VK_KHR_bind_memory2"]);
+    MESSAGES.lock().unwrap().clear();
+    let mem = gpu.allocate(1 << 20);
+    let buffer_info = vk::BufferCreateInfo::default()
+        .size(1000)
+        .usage(vk::BufferUsageFlags::STORAGE_BUFFER);
+    let image_info = vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(vk::Format::R8G8B8A8_UNORM)
+        .extent(vk::Extent3D {
+            width: 64,
+            height: 64,
+            depth: 1,
+        })
+        .mip_levels(1)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .usage(vk::ImageUsageFlags::SAMPLED);
+    // SAFETY: valid device and create infos.
+    let (buffers, images) = unsafe {
+        (
+            [0; 3].map(|_| gpu.device.create_buffer(&buffer_info, None).unwrap()),
+            [0; 2].map(|_| gpu.device.create_image(&image_info, None).unwrap()),
+        )
+    };
+    // SAFETY: valid buffer and image.
+    let (breq, ireq) = unsafe {
+        (
+            gpu.device.get_buffer_memory_requirements(buffers[0]),
+            gpu.device.get_image_memory_requirements(images[0]),
+        )
+    };
+    let buffer_bind = |b: vk::Buffer, offset: u64| {
+        vk::BindBufferMemoryInfo::default()
+            .buffer(b)
+            .memory(mem)
+            .memory_offset(offset)
+    };
+    let image_bind = |i: vk::Image, offset: u64| {
+        vk::BindImageMemoryInfo::default()
+            .image(i)
+            .memory(mem)
+            .memory_offset(offset)
+    };
+    // SAFETY: the device's entry points of these names (the extension is enabled).
+    let (buffer_khr, image_khr) = unsafe {
+        let get = |name: &CStr| {
+            gpu.instance
+                .get_device_proc_addr(gpu.device.handle(), name.as_ptr())
+                .unwrap_or_else(|| panic!("{name:?}"))
+        };
+        (
+            std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkBindBufferMemory2>(get(
+                c"vkBindBufferMemory2KHR",
+            )),
+            std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkBindImageMemory2>(get(
+                c"vkBindImageMemory2KHR",
+            )),
+        )
+    };
+    // SAFETY: unbound objects, offsets aligned (64 KiB) and inside the 1 MiB memory.
+    unsafe {
+        gpu.device
+            .bind_buffer_memory2(&[buffer_bind(buffers[0], 0), buffer_bind(buffers[1], 0x10000)])
+            .unwrap();
+        let b = buffer_bind(buffers[2], 0x20000);
+        assert_eq!(buffer_khr(gpu.device.handle(), 1, &b), vk::Result::SUCCESS);
+        gpu.device
+            .bind_image_memory2(&[image_bind(images[0], 0x40000)])
+            .unwrap();
+        let i = image_bind(images[1], 0x80000);
+        assert_eq!(image_khr(gpu.device.handle(), 1, &i), vk::Result::SUCCESS);
+    }
+    let msgs = gpu.binding_messages();
+    use vk::DeviceAddressBindingTypeEXT as T;
+    use vk::ObjectType as O;
+    assert_eq!(
+        (msgs[0].object_type, msgs[0].handle, msgs[0].binding_type),
+        (O::DEVICE_MEMORY, mem.as_raw(), T::BIND)
+    );
+    let base = msgs[0].base;
+    let summary: Vec<_> = msgs[1..]
+        .iter()
+        .map(|m| (m.object_type, m.handle, m.binding_type, m.base, m.size))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (O::BUFFER, buffers[0].as_raw(), T::BIND, base, breq.size),
+            (
+                O::BUFFER,
+                buffers[1].as_raw(),
+                T::BIND,
+                base + 0x10000,
+                breq.size
+            ),
+            (
+                O::BUFFER,
+                buffers[2].as_raw(),
+                T::BIND,
+                base + 0x20000,
+                breq.size
+            ),
+            (
+                O::IMAGE,
+                images[0].as_raw(),
+                T::BIND,
+                base + 0x40000,
+                ireq.size
+            ),
+            (
+                O::IMAGE,
+                images[1].as_raw(),
+                T::BIND,
+                base + 0x80000,
+                ireq.size
+            ),
+        ]
+    );
+    // SAFETY: all objects idle and unused.
+    unsafe {
+        for b in buffers {
+            gpu.device.destroy_buffer(b, None);
+        }
+        for i in images {
+            gpu.device.destroy_image(i, None);
+        }
+        gpu.device.free_memory(mem, None);
+    }
 }
 
 fn ext_counts(gpu: &Gpu) -> vk::DeviceFaultCountsEXT<'static> {
