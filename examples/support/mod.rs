@@ -16,8 +16,15 @@ use bevy::render::RenderPlugin;
 use bevy::window::ExitCondition;
 
 /// `DefaultPlugins` without a window and without exiting for want of one, on the Vulkan backend.
+///
+/// Without winit too: the tests' Bevy has `bevy_winit` on Linux (tests/windowed_game.rs opens a
+/// real window), and its plugin would open a connection to a display server at build time, which a
+/// headless machine has not got (it panics).
 pub fn headless_vulkan_plugins() -> impl PluginGroup {
-    DefaultPlugins
+    let plugins = DefaultPlugins.build();
+    #[cfg(target_os = "linux")]
+    let plugins = plugins.disable::<bevy::winit::WinitPlugin>();
+    plugins
         .set(WindowPlugin {
             primary_window: None,
             exit_condition: ExitCondition::DontExit,

@@ -53,7 +53,12 @@ fn main() -> AppExit {
             ..default()
         });
     }
-    app.add_plugins(DefaultPlugins.set(WindowPlugin {
+    // Headless: no window, and no winit, which would want a display server at build time (the
+    // workspace's Linux tests build Bevy with `bevy_winit` for tests/windowed_game.rs).
+    let plugins = DefaultPlugins.build();
+    #[cfg(target_os = "linux")]
+    let plugins = plugins.disable::<bevy::winit::WinitPlugin>();
+    app.add_plugins(plugins.set(WindowPlugin {
         primary_window: None,
         exit_condition: ExitCondition::DontExit,
         ..default()
