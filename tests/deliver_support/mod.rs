@@ -201,6 +201,7 @@ pub fn use_after_free(culprit: &str, base: u64) -> CrashReport {
         follows_hang: None,
         non_fatal: None,
         after_earlier_hang: None,
+        video_memory: None,
     }
 }
 

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use gpu_crash_core::report::{
     html_page, read_report, BreadcrumbState, CrashKind, CrashReport, Culprit, ObjectState,
+    VideoMemory, NO_MEMORY_REPORT,
 };
 
 use crate::address_line::{self, bytes};
@@ -332,6 +333,9 @@ pub fn render(r: &CrashReport) -> String {
     for line in &g.missing {
         let _ = writeln!(out, "  missing: {line}");
     }
+    if let Some(memory) = &r.video_memory {
+        video_memory_section(&mut out, memory);
+    }
     if let Some(description) = &r.description {
         let _ = writeln!(out, "Driver's description: {description}");
     }
@@ -414,6 +418,28 @@ fn running_section(out: &mut String, running: &gpu_crash_core::report::RunningPi
         if !c.shader_defs.is_empty() {
             let _ = writeln!(out, "       defs     {}", c.shader_defs.join(" "));
         }
+    }
+}
+
+/// Video memory at the fault: one line per heap (marked when near its budget), the failed
+/// allocations, and what the driver does not tell.
+fn video_memory_section(out: &mut String, memory: &VideoMemory) {
+    let _ = writeln!(out, "Video memory at the fault:");
+    for heap in &memory.heaps {
+        let near = if heap.near_budget {
+            "   <- near the budget"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {}{near}", heap.describe());
+    }
+    let _ = writeln!(out, "  {}", memory.failures_line());
+    for note in memory
+        .notes
+        .iter()
+        .filter(|n| n.as_str() != NO_MEMORY_REPORT)
+    {
+        let _ = writeln!(out, "  {note}");
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::assets::{AssetUsers, SharedAssetMap, Stamp};
 use crate::crash::{
     panic_hook, start_fault_watch, BreadcrumbRecorder, CrashHandling, CrashSettings,
-    DeviceSessions, Watchdog, WrittenReports,
+    DeviceCallbacks, DeviceSessions, Watchdog, WrittenReports,
 };
 use crate::data_dir::{in_temp_fallback, report_dir};
 use crate::deliver::Delivery;
@@ -176,6 +176,7 @@ impl CrashReporter {
     pub fn attach(&self, device: &wgpu::Device) -> Option<AttachedDevice> {
         let mut outcome = self.setup.outcome();
         let messenger = outcome.messenger.take();
+        let memory_report = outcome.memory_report.take();
         let mut capabilities = outcome.capabilities.clone()?;
         let generation = outcome.device_callback_runs;
         drop(outcome);
@@ -200,7 +201,10 @@ impl CrashReporter {
         let assets = SharedAssetMap::default();
         let session = self.crash.sessions.start(
             generation,
-            messenger,
+            DeviceCallbacks {
+                messenger,
+                memory_report,
+            },
             device.clone(),
             capabilities.clone(),
             timeline,

@@ -41,18 +41,21 @@ use crate::report::{self as report_model, CrashContext};
 use crate::report::{ApplicationInfo, CrashKind, CrashReport};
 use crate::time_box::with_timeout;
 use crate::vulkan::fault::{FaultQueryError, RawFaultInfo};
-use crate::vulkan::GpuCrashCapabilities;
+use crate::vulkan::{GpuCrashCapabilities, VideoMemoryReading};
 
 /// Longest wait for wgpu or the driver while building a report (their locks may be held by a render
 /// thread stuck on the GPU).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the driver may take, while the GPU hangs, to answer a KHR fault query.
 const HANG_FAULT_WAIT: Duration = Duration::from_millis(100);
+/// Longest wait for the driver's memory heaps at a fault: two physical-device queries, which take
+/// no device lock; bounded all the same, as every driver call on the crash path is.
+const MEMORY_READ_TIMEOUT: Duration = Duration::from_millis(500);
 /// Longest a report takes from its start to disk and outbox: the fault query and the allocator
-/// report (each [`QUERY_TIMEOUT`], plus the KHR wait), and a second for writing and fsyncing the
-/// report and its envelope. A loss waits this long for a hang report of its device still being
-/// built.
-const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 1_000);
+/// report (each [`QUERY_TIMEOUT`], plus the KHR wait), the memory heaps ([`MEMORY_READ_TIMEOUT`]),
+/// and a second for writing and fsyncing the report and its envelope. A loss waits this long for a
+/// hang report of its device still being built.
+const REPORT_BOUND: Duration = Duration::from_millis(2 * 2_000 + 100 + 500 + 1_000);
 /// Time beyond the bounds above that a wait for the crash path allows: threads to start, envelopes
 /// to be stamped.
 const WAIT_MARGIN: Duration = Duration::from_secs(1);
@@ -315,6 +318,7 @@ impl CrashHandling {
                 .map(|r| allocator_names::blocks_of(&r))
         })
         .flatten();
+        let video_memory = read_video_memory_bounded(session);
         // A hang before any frame finished may continue an earlier run's hang: looked up before the
         // index is locked (it reads report files).
         let no_frame_finished = stall.is_some()
@@ -348,6 +352,7 @@ impl CrashHandling {
             assets: Some(&session.assets),
             asset_users: Some(&self.asset_users),
             pipelines: Some(&session.pipelines),
+            video_memory,
         };
         let (mut report, vendor_binary) = report_model::build_report(kind, raw, &mut index, &ctx);
         report.notes.extend(wgpu_note);
@@ -531,6 +536,25 @@ fn stalled_frame_cut(session: &DeviceSession, stall: Stall) -> Option<u64> {
         .as_ref()
         .and_then(|t| t.frame(stall.frame))
         .and_then(|f| f.ring_after)
+}
+
+/// [`crate::vulkan::read_video_memory`] on its own thread, for at most [`MEMORY_READ_TIMEOUT`];
+/// `None` when it timed out or the device is not Vulkan.
+fn read_video_memory_bounded(session: &DeviceSession) -> Option<VideoMemoryReading> {
+    let device = session.device.clone();
+    let capabilities = session.capabilities.clone();
+    let counters = session.memory_report.clone();
+    let read = with_timeout(MEMORY_READ_TIMEOUT, move || {
+        crate::vulkan::read_video_memory(&device, &capabilities, counters.as_deref())
+    });
+    if read.is_none() {
+        warn!(
+            "GPU crash reporter: the driver did not tell its memory heaps within {} ms; the report \
+             goes without them",
+            MEMORY_READ_TIMEOUT.as_millis()
+        );
+    }
+    read.flatten()
 }
 
 /// Longest a crash path's fault query waits for the non-fatal fault watch's drain in progress: the

@@ -22,6 +22,6 @@ pub(crate) use exit::exit_now;
 pub use exit::OnHang;
 pub(crate) use fault_watch::start as start_fault_watch;
 pub(crate) use handler::{CrashHandling, CrashSettings};
-pub(crate) use session::DeviceSessions;
+pub(crate) use session::{DeviceCallbacks, DeviceSessions};
 pub(crate) use watchdog::Watchdog;
 pub use written::WrittenReports;

@@ -10,7 +10,7 @@ use super::hang_then_loss::ReportedHang;
 use super::watch_thread::WatchThread;
 use crate::progress::GpuTimeline;
 use crate::vulkan::fault::KhrFaultReport;
-use crate::vulkan::{BindingMessenger, GpuCrashCapabilities};
+use crate::vulkan::{BindingMessenger, GpuCrashCapabilities, MemoryReportCounters};
 
 /// Everything the reporter knows about one device.
 pub(crate) struct DeviceSession {
@@ -27,6 +27,9 @@ pub(crate) struct DeviceSession {
     pub assets: crate::assets::SharedAssetMap,
     /// This device's pipelines and the draw lists as they changed (fed by the application).
     pub pipelines: crate::pipelines::PipelineLedger,
+    /// What the driver's memory report counted on this device (`VK_EXT_device_memory_report`);
+    /// `None` where it is not enabled.
+    pub memory_report: Option<Arc<MemoryReportCounters>>,
     /// Set (inside `fault`'s lock) when the device's loss reaches us; read without the lock every
     /// watchdog tick, by the panic hook and by the fault watch (which holds its own handle).
     lost: LostFlag,
@@ -48,6 +51,16 @@ pub(crate) struct DeviceSession {
     /// application's frame loop reads (`CrashReporter::is_device_lost`) without waiting on that
     /// thread.
     loss_told: AtomicBool,
+}
+
+/// What the driver calls back into for one device, made by the device callback before the device
+/// existed: kept by the device's session.
+#[derive(Default)]
+pub(crate) struct DeviceCallbacks {
+    /// The binding messenger, if one was registered.
+    pub messenger: Option<BindingMessenger>,
+    /// The memory report's counters, where `VK_EXT_device_memory_report` is enabled.
+    pub memory_report: Option<Arc<MemoryReportCounters>>,
 }
 
 /// Whether a device is lost, as the session marks it in `begin_loss`.
@@ -372,12 +385,16 @@ impl DeviceSessions {
     pub(crate) fn start(
         &self,
         generation: u32,
-        messenger: Option<BindingMessenger>,
+        callbacks: DeviceCallbacks,
         device: wgpu::Device,
         capabilities: GpuCrashCapabilities,
         timeline: Option<GpuTimeline>,
         assets: crate::assets::SharedAssetMap,
     ) -> Arc<DeviceSession> {
+        let DeviceCallbacks {
+            messenger,
+            memory_report,
+        } = callbacks;
         let session = Arc::new(DeviceSession {
             generation,
             messenger,
@@ -386,6 +403,7 @@ impl DeviceSessions {
             timeline,
             assets,
             pipelines: crate::pipelines::PipelineLedger::default(),
+            memory_report,
             lost: LostFlag::default(),
             fault: Mutex::new(FaultPhase::Healthy),
             fault_changed: Condvar::new(),

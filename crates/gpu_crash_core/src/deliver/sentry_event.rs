@@ -7,8 +7,9 @@
 //!   seen by many players is one issue;
 //! - a report with a `VK_KHR_shader_abort` message is its own issue: exception `SHADER_ABORT` whose
 //!   value (the title) is the shader's message, fingerprint from the message and the GPU stage;
-//! - a real `gpu` context, a `gpu_fault` context with the first fault, tags, breadcrumbs from the
-//!   binding events, and the full fault list in `extra`;
+//! - a real `gpu` context (with video memory at the fault: each heap's usage of its budget, failed
+//!   allocations), a `gpu_fault` context with the first fault, tags, breadcrumbs from the binding
+//!   events, and the full fault list in `extra`;
 //! - always under [`DeliverySettings::max_event_bytes`]: lists are trimmed, with a note in
 //!   `extra.trimmed`.
 
@@ -28,7 +29,9 @@ use super::event_size::{cut_strings, truncate_chars, truncated, Budget};
 use super::exception::{exception_type, SHADER_ABORT_TYPE};
 use super::privacy::redacted_report;
 use super::settings::DeliverySettings;
-use crate::report::{CrashKind, CrashReport, Culprit, FaultEntry, GpuAsset};
+use crate::report::{
+    CrashKind, CrashReport, Culprit, FaultEntry, GpuAsset, MemoryHeap, VideoMemory, NO_BUDGET,
+};
 
 /// Longest tag value Sentry accepts.
 const MAX_TAG_LEN: usize = 200;
@@ -251,6 +254,11 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
             // `GpuCrashCapabilities` has no memory size yet: left out rather than guessed.
             memory_size: (gpu.memory_size_mb > 0).then_some(gpu.memory_size_mb as u32),
             api_type: Some("Vulkan".to_owned()),
+            other: report
+                .video_memory
+                .as_ref()
+                .map(video_memory_fields)
+                .unwrap_or_default(),
             ..Default::default()
         })),
     );
@@ -352,6 +360,10 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     }
     if let Some(non_fatal) = &report.non_fatal {
         tag("gpu.non_fatal_count", non_fatal.count.to_string());
+    }
+    // Only where the driver tells usage and budget: "false" would be a guess otherwise.
+    if let Some(memory) = report.video_memory.as_ref().filter(|m| m.budget_known) {
+        tag("gpu.memory_near_budget", memory.near_budget.to_string());
     }
     event.tags = tags;
 
@@ -492,6 +504,31 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     event
 }
 
+/// The `gpu` context's video memory fields: one line per heap (size, kind, usage of budget), whether
+/// one was near its budget (only where the driver tells budgets), and the failed allocations or that
+/// the driver does not tell of them.
+fn video_memory_fields(memory: &VideoMemory) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert(
+        "memory_heaps".to_owned(),
+        json!(memory
+            .heaps
+            .iter()
+            .map(MemoryHeap::describe)
+            .collect::<Vec<_>>()),
+    );
+    if memory.budget_known {
+        fields.insert("memory_near_budget".to_owned(), json!(memory.near_budget));
+    } else {
+        fields.insert("memory_budget".to_owned(), json!(NO_BUDGET));
+    }
+    fields.insert(
+        "memory_allocation_failures".to_owned(),
+        json!(memory.failures_line()),
+    );
+    fields
+}
+
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or_else(|e| json!(format!("not serialisable: {e}")))
 }
@@ -585,4 +622,85 @@ fn gpu_fault_context(report: &CrashReport) -> Map<String, Value> {
         ctx.insert("non_fatal_count".into(), json!(non_fatal.count));
     }
     ctx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{hang_report_for_tests, AllocationFailures, NO_MEMORY_REPORT};
+
+    fn gpu_other(event: &Event<'static>) -> Map<String, Value> {
+        match event.contexts.get("gpu") {
+            Some(Context::Gpu(gpu)) => gpu.other.clone(),
+            other => panic!("no gpu context: {other:?}"),
+        }
+    }
+
+    fn heap(usage: u64, budget: u64) -> MemoryHeap {
+        MemoryHeap {
+            index: 0,
+            size: 8 << 30,
+            device_local: true,
+            usage: Some(usage),
+            budget: Some(budget),
+            near_budget: crate::report::near_budget(usage, budget),
+        }
+    }
+
+    #[test]
+    fn the_gpu_context_carries_video_memory_and_the_tag_says_near_the_budget() {
+        let mut report = hang_report_for_tests();
+        report.video_memory = Some(VideoMemory {
+            heaps: vec![heap(7_900 << 20, 8 << 30)],
+            budget_known: true,
+            allocation_failures: Some(AllocationFailures {
+                count: 2,
+                last: None,
+            }),
+            near_budget: true,
+            notes: Vec::new(),
+        });
+        let event = sentry_event(&report, &DeliverySettings::default());
+        let other = gpu_other(&event);
+        assert_eq!(
+            other["memory_heaps"],
+            json!(["heap 0 (device-local, 8.0 GiB): 7.7 GiB used of a 8.0 GiB budget (96%)"])
+        );
+        assert_eq!(other["memory_near_budget"], json!(true));
+        assert_eq!(
+            other["memory_allocation_failures"],
+            json!("2 allocation(s) failed since the device was made")
+        );
+        assert_eq!(event.tags["gpu.memory_near_budget"], "true");
+        // Tags and context only: the fingerprint does not move with memory.
+        let mut calm = report.clone();
+        calm.video_memory = None;
+        assert_eq!(issue_fingerprint(&calm), issue_fingerprint(&report));
+    }
+
+    #[test]
+    fn where_the_driver_does_not_tell_the_event_says_so_and_has_no_tag() {
+        let mut report = hang_report_for_tests();
+        report.video_memory = Some(VideoMemory {
+            heaps: vec![MemoryHeap {
+                usage: None,
+                budget: None,
+                ..heap(0, 0)
+            }],
+            budget_known: false,
+            allocation_failures: None,
+            near_budget: false,
+            notes: vec![NO_BUDGET.to_owned(), NO_MEMORY_REPORT.to_owned()],
+        });
+        let event = sentry_event(&report, &DeliverySettings::default());
+        let other = gpu_other(&event);
+        assert_eq!(other["memory_budget"], json!(NO_BUDGET));
+        assert_eq!(other["memory_allocation_failures"], json!(NO_MEMORY_REPORT));
+        assert!(!other.contains_key("memory_near_budget"));
+        assert!(!event.tags.contains_key("gpu.memory_near_budget"));
+        // A report without the section (schema 6) has none of it.
+        report.video_memory = None;
+        let event = sentry_event(&report, &DeliverySettings::default());
+        assert!(gpu_other(&event).is_empty());
+    }
 }

@@ -13,7 +13,9 @@ use crate::resolve::assets::{name_assets, AssetLookup};
 use crate::resolve::{label, resolve, ResolveContext};
 use crate::resolve::{BindingEventEntry, Culprit, ObjectState};
 use crate::vulkan::fault::{parse_vendor_binary, RawFaultInfo};
-use crate::vulkan::GpuCrashCapabilities;
+use crate::vulkan::{GpuCrashCapabilities, VideoMemoryReading};
+
+use super::video_memory::VideoMemory;
 
 /// Everything a report needs besides the fault data.
 pub(crate) struct CrashContext<'a> {
@@ -39,6 +41,8 @@ pub(crate) struct CrashContext<'a> {
     pub asset_users: Option<&'a crate::assets::AssetUsers>,
     /// The device's pipelines and the draw lists as they changed, to name what was running.
     pub pipelines: Option<&'a crate::pipelines::PipelineLedger>,
+    /// Video memory as the driver told it at the fault; `None` where it could not be read.
+    pub video_memory: Option<VideoMemoryReading>,
 }
 
 /// Ring position of a device loss: binding events from there on came after the fault and are not
@@ -192,11 +196,19 @@ pub(crate) fn build_report(
         None => String::new(), // filled by the hang path
     };
     let wall = time::OffsetDateTime::now_utc();
+    let timestamp_ms = (wall.unix_timestamp_nanos() / 1_000_000) as u64;
+    let video_memory = ctx
+        .video_memory
+        .as_ref()
+        .map(|reading| VideoMemory::from_reading(reading, timestamp_ms));
+    if let Some(memory) = &video_memory {
+        notes.extend(memory.near_budget_notes());
+    }
     let report = CrashReport {
         schema_version: SCHEMA_VERSION,
         id: new_report_id(),
         kind,
-        timestamp_ms: (wall.unix_timestamp_nanos() / 1_000_000) as u64,
+        timestamp_ms,
         time: rfc3339(wall),
         summary,
         faults,
@@ -239,6 +251,7 @@ pub(crate) fn build_report(
         follows_hang: None,
         non_fatal: None,
         after_earlier_hang: None,
+        video_memory,
     };
     (report, raw.vendor_binary)
 }
@@ -430,6 +443,7 @@ pub(crate) fn report_without_device(
         assets: None,
         asset_users: None,
         pipelines: None,
+        video_memory: None,
     };
     build_report(kind, raw, index, &ctx)
 }
@@ -532,6 +546,7 @@ mod tests {
             assets: None,
             asset_users: None,
             pipelines: None,
+            video_memory: None,
         }
     }
 

@@ -380,6 +380,7 @@ mod tests {
             follows_hang: None,
             non_fatal: None,
             after_earlier_hang: None,
+            video_memory: None,
         }
     }
 

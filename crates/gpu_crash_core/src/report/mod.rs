@@ -11,6 +11,7 @@ mod model;
 mod page;
 mod page_map;
 mod page_timeline;
+mod video_memory;
 
 pub use crate::capture::BindingKind;
 pub use crate::index::IndexStats;
@@ -40,3 +41,7 @@ pub(crate) use file::{
 };
 pub use model::*;
 pub use page::html_page;
+pub use video_memory::{
+    near_budget, AllocationFailures, FailedAllocation, MemoryHeap, VideoMemory,
+    NEAR_BUDGET_PERCENT, NO_BUDGET, NO_MEMORY_REPORT,
+};

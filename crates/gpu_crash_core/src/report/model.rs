@@ -11,6 +11,8 @@ use crate::resolve::{BindingEventEntry, Culprit, FaultEntry};
 use crate::vulkan::fault::{VendorBinaryHeader, VendorInfo};
 use crate::vulkan::GpuCrashCapabilities;
 
+use super::video_memory::VideoMemory;
+
 /// Bumped on any incompatible change of [`CrashReport`].
 /// 3: culprits name their Bevy asset (`asset`), and a fault in freed mesh bytes of a live slab is
 /// `use_after_free`.
@@ -22,7 +24,10 @@ use crate::vulkan::GpuCrashCapabilities;
 /// 6: `after_earlier_hang`: a hang before any frame finished, shortly after an earlier run's GPU
 /// hang report on the same GPU, names that report and joins its Sentry issue. Reports of version 5
 /// read as before (`after_earlier_hang` is null).
-pub const SCHEMA_VERSION: u32 = 6;
+/// 7: `video_memory`: each heap's size, usage and budget at the fault, whether one was near its
+/// budget, and the allocations that failed since the device was made. Reports of version 6 read as
+/// before (`video_memory` is null).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// What happened to the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +171,10 @@ pub struct CrashReport {
     /// GPU hang on the same GPU: most likely the GPU was still busy with that run's work (schema 6).
     #[serde(default)]
     pub after_earlier_hang: Option<EarlierHang>,
+    /// Video memory at the fault: heaps, usage and budget, failed allocations (schema 7); null
+    /// where it could not be read (not Vulkan, or the read timed out) and in older reports.
+    #[serde(default)]
+    pub video_memory: Option<VideoMemory>,
 }
 
 /// The earlier run's GPU hang report that a hang at this run's start most likely continues.

@@ -13,6 +13,7 @@ use super::html_text::{bytes, esc};
 use super::model::{CrashKind, CrashReport};
 use super::page_map::map;
 use super::page_timeline::timeline;
+use super::video_memory::{VideoMemory, NO_MEMORY_REPORT};
 use crate::resolve::{Culprit, FaultEntry, FaultVerdict, ObjectState};
 
 /// Faults drawn (each with its map).
@@ -21,6 +22,8 @@ const MAX_FAULTS: usize = 4;
 const MAX_SUSPECTS: usize = 8;
 /// Notes listed.
 const MAX_NOTES: usize = 20;
+/// Memory heaps listed (Vulkan has at most 16).
+const MAX_HEAPS: usize = 16;
 
 /// The page's style: print colours kept (a PDF of the page is the page), one column, no web fonts.
 const STYLE: &str = r#"
@@ -195,7 +198,41 @@ fn device(r: &CrashReport, out: &mut String) {
         r.device_generation,
         r.crashes_this_run
     );
+    if let Some(memory) = &r.video_memory {
+        video_memory(memory, out);
+    }
     out.push_str("</section>");
+}
+
+/// Each heap's usage of its budget at the fault (a heap past 95% is tagged), the failed
+/// allocations, and what the driver does not tell.
+fn video_memory(memory: &VideoMemory, out: &mut String) {
+    out.push_str("<h3>Video memory at the fault</h3><table>");
+    for heap in memory.heaps.iter().take(MAX_HEAPS) {
+        let _ = write!(
+            out,
+            "<tr><th>Heap {}</th><td>{}{}</td></tr>",
+            heap.index,
+            esc(&heap.describe()),
+            if heap.near_budget {
+                " <span class=\"verdict-tag\">near the budget</span>"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = write!(
+        out,
+        "<tr><th>Failed allocations</th><td>{}</td></tr></table>",
+        esc(&memory.failures_line())
+    );
+    for note in memory
+        .notes
+        .iter()
+        .filter(|n| n.as_str() != NO_MEMORY_REPORT)
+    {
+        let _ = write!(out, "<p class=\"quiet\">{}</p>", esc(note));
+    }
 }
 
 fn faults(r: &CrashReport, out: &mut String) {
@@ -589,6 +626,42 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("of process 4242 on this GPU"));
+    }
+
+    #[test]
+    fn video_memory_is_shown_with_the_heap_near_its_budget_tagged() {
+        let mut r = hang_report_for_tests();
+        assert!(
+            !html_page(&r).contains("Video memory"),
+            "schema 6: no section"
+        );
+        let heap = |index: u32, usage: u64| crate::report::MemoryHeap {
+            index,
+            size: 2 << 30,
+            device_local: index == 0,
+            usage: Some(usage),
+            budget: Some(1 << 30),
+            near_budget: crate::report::near_budget(usage, 1 << 30),
+        };
+        r.video_memory = Some(VideoMemory {
+            heaps: vec![heap(0, 1_000 << 20), heap(1, 10 << 20)],
+            budget_known: true,
+            allocation_failures: None,
+            near_budget: true,
+            notes: vec![NO_MEMORY_REPORT.to_owned()],
+        });
+        let page = html_page(&r);
+        assert!(page.contains(
+            "<tr><th>Heap 0</th><td>heap 0 (device-local, 2.0 GiB): 1000.0 MiB used of a 1.0 GiB \
+             budget (97%) <span class=\"verdict-tag\">near the budget</span></td></tr>"
+        ));
+        assert!(page.contains(
+            "<tr><th>Heap 1</th><td>heap 1 (host, 2.0 GiB): 10.0 MiB used of a 1.0 GiB budget \
+             (0%)</td></tr>"
+        ));
+        assert!(page.contains(&format!(
+            "<tr><th>Failed allocations</th><td>{NO_MEMORY_REPORT}</td></tr>"
+        )));
     }
 
     #[test]

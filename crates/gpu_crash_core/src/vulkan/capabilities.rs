@@ -52,6 +52,13 @@ pub struct GpuCrashCapabilities {
     /// `VK_AMD_buffer_marker` enabled: breadcrumbs around each render stage.
     #[serde(default)]
     pub buffer_marker: bool,
+    /// `VK_EXT_memory_budget` enabled: reports give each heap's usage and budget at the fault.
+    #[serde(default)]
+    pub memory_budget: bool,
+    /// `VK_EXT_device_memory_report` with `deviceMemoryReport` enabled: reports count the
+    /// allocations that failed since the device was made.
+    #[serde(default)]
+    pub device_memory_report: bool,
     /// The GPU writes its progress into memory the watchdog reads: hang detection is on.
     #[serde(default)]
     pub gpu_progress: bool,

@@ -8,6 +8,8 @@ use std::ffi::c_void;
 use ash::vk;
 use vulkan_fault_ffi::{PhysicalDeviceFaultFeaturesKHR, PhysicalDeviceShaderAbortFeaturesKHR};
 
+use super::memory_report::MemoryReportCounters;
+
 /// Which of our extensions the device offers (by `vkEnumerateDeviceExtensionProperties`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OfferedExtensions {
@@ -15,6 +17,7 @@ pub struct OfferedExtensions {
     pub device_fault_ext: bool,
     pub device_fault_khr: bool,
     pub shader_abort_khr: bool,
+    pub device_memory_report: bool,
 }
 
 /// The feature bits we enable, as the device reports them.
@@ -35,6 +38,9 @@ pub struct FaultFeatures {
     /// `deviceFaultReportMasked` (`VK_KHR_device_fault`): faults the driver recovered from are
     /// reported too (`DEVICE_LOST` clear), while the device lives on.
     pub device_fault_khr_report_masked: bool,
+    /// `deviceMemoryReport` (`VK_EXT_device_memory_report`): the driver tells us of failed
+    /// allocations (see [`super::memory_report`]).
+    pub device_memory_report: bool,
 }
 
 /// Feature structures kept at a stable heap address until `vkCreateDevice` has read them.
@@ -44,6 +50,10 @@ pub struct FeatureChain {
     fault_ext: vk::PhysicalDeviceFaultFeaturesEXT<'static>,
     fault_khr: PhysicalDeviceFaultFeaturesKHR,
     shader_abort: PhysicalDeviceShaderAbortFeaturesKHR,
+    memory_report: vk::PhysicalDeviceDeviceMemoryReportFeaturesEXT<'static>,
+    /// Chained into `vkCreateDevice` only (not a feature structure): where the driver calls us with
+    /// memory events. Its callback is set by [`FeatureChain::report_memory_to`].
+    memory_report_info: vk::DeviceDeviceMemoryReportCreateInfoEXT<'static>,
 }
 
 // SAFETY: the chain is plain data; its raw pNext pointers only point into the same boxed chain (or at
@@ -57,6 +67,10 @@ impl FeatureChain {
     /// `self` must not move while the returned pointer is in use (keep it boxed).
     unsafe fn link(&mut self, offered: OfferedExtensions, tail: *mut c_void) -> *mut c_void {
         let mut head = tail;
+        if offered.device_memory_report {
+            self.memory_report.p_next = head;
+            head = &mut self.memory_report as *mut _ as *mut c_void;
+        }
         if offered.shader_abort_khr {
             self.shader_abort.p_next = head;
             head = &mut self.shader_abort as *mut _ as *mut c_void;
@@ -106,6 +120,8 @@ impl FeatureChain {
             device_fault_khr_report_masked: offered.device_fault_khr
                 && chain.fault_khr.device_fault_report_masked == vk::TRUE,
             shader_abort: offered.shader_abort_khr && chain.shader_abort.shader_abort == vk::TRUE,
+            device_memory_report: offered.device_memory_report
+                && chain.memory_report.device_memory_report == vk::TRUE,
         }
     }
 
@@ -124,7 +140,16 @@ impl FeatureChain {
         chain.fault_khr.device_fault_vendor_binary = b(features.device_fault_khr_vendor_binary);
         chain.fault_khr.device_fault_report_masked = b(features.device_fault_khr_report_masked);
         chain.shader_abort.shader_abort = b(features.shader_abort);
+        chain.memory_report.device_memory_report = b(features.device_memory_report);
         chain
+    }
+
+    /// Has the driver report device memory events to `counters` (with `deviceMemoryReport`
+    /// enabled, [`Self::prepend_to`] chains the create info that says so).
+    pub fn report_memory_to(&mut self, counters: &std::sync::Arc<MemoryReportCounters>) {
+        let (callback, user_data) = MemoryReportCounters::callback_for(counters);
+        self.memory_report_info.pfn_user_callback = callback;
+        self.memory_report_info.p_user_data = user_data;
     }
 
     /// Prepends the enabled structures to `create_info`'s pNext chain.
@@ -141,8 +166,15 @@ impl FeatureChain {
             device_fault_ext: features.device_fault_ext,
             device_fault_khr: features.device_fault_khr,
             shader_abort_khr: features.shader_abort,
+            device_memory_report: features.device_memory_report,
         };
+        let mut tail = create_info.p_next as *mut c_void;
+        // The callback may only be given with the feature enabled, and is given only once set.
+        if features.device_memory_report && self.memory_report_info.pfn_user_callback.is_some() {
+            self.memory_report_info.p_next = tail.cast_const();
+            tail = &mut self.memory_report_info as *mut _ as *mut c_void;
+        }
         // SAFETY: forwarded contract; the old chain becomes our tail, nothing is removed.
-        create_info.p_next = unsafe { self.link(enabled, create_info.p_next as *mut c_void) };
+        create_info.p_next = unsafe { self.link(enabled, tail) };
     }
 }

@@ -26,6 +26,8 @@ pub(crate) struct DevicePlan {
     pub enabled: FaultFeatures,
     /// `VK_AMD_buffer_marker` is enabled (stage breadcrumbs).
     pub buffer_marker: bool,
+    /// `VK_EXT_memory_budget` is enabled (usage and budget per heap at the fault).
+    pub memory_budget: bool,
     /// One line per capability left off, as [`super::GpuCrashCapabilities::missing`] shows it.
     pub missing: Vec<String>,
 }
@@ -54,6 +56,8 @@ impl DevicePlan {
             shader_abort_khr: enabled.shader_abort,
             device_fault_report_masked: enabled.device_fault_khr_report_masked,
             buffer_marker: self.buffer_marker,
+            memory_budget: self.memory_budget,
+            device_memory_report: enabled.device_memory_report,
             missing,
             ..identity
         }
@@ -123,12 +127,22 @@ pub(crate) unsafe fn plan_device(
             vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
             needs_properties2,
         ),
+        // Failed allocations for the report: no setting. The driver calls us once per device
+        // memory event (allocations are rare next to draws), and our callback returns at once on
+        // every event but a failure.
+        device_memory_report: offer(true, vk::EXT_DEVICE_MEMORY_REPORT_NAME, needs_properties2),
     };
+    // No feature bit: offered (with Vulkan 1.1 for the query) means usable. wgpu enables it too
+    // wherever offered; asking for it here makes the report's reading independent of that.
+    let memory_budget = offer(true, vk::EXT_MEMORY_BUDGET_NAME, needs_properties2);
     // No feature bit: offered means usable.
     let buffer_marker = offer(request.buffer_marker, vk::AMD_BUFFER_MARKER_NAME, None);
     let mut extensions = Vec::new();
     if buffer_marker {
         extensions.push(vk::AMD_BUFFER_MARKER_NAME);
+    }
+    if memory_budget {
+        extensions.push(vk::EXT_MEMORY_BUDGET_NAME);
     }
     // SAFETY: Vulkan 1.1 checked above for every offered extension (none are offered otherwise).
     let supported = unsafe { FeatureChain::query(instance, physical_device, offered) };
@@ -162,6 +176,11 @@ pub(crate) unsafe fn plan_device(
         vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
         "shaderAbort",
     );
+    enable(
+        supported.device_memory_report,
+        vk::EXT_DEVICE_MEMORY_REPORT_NAME,
+        "deviceMemoryReport",
+    );
     let enabled = FaultFeatures {
         device_fault_ext_vendor_binary: supported.device_fault_ext
             && supported.device_fault_ext_vendor_binary,
@@ -175,6 +194,7 @@ pub(crate) unsafe fn plan_device(
         extensions,
         enabled,
         buffer_marker,
+        memory_budget,
         missing,
     }
 }

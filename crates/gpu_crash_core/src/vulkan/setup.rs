@@ -10,6 +10,7 @@ use wgpu::hal::vulkan::{CreateDeviceCallbackArgs, CreateInstanceCallbackArgs};
 use super::capabilities::GpuCrashCapabilities;
 use super::features::{FaultFeatures, FeatureChain};
 use super::identity::identity;
+use super::memory_report::MemoryReportCounters;
 use super::messenger::BindingMessenger;
 use super::plan;
 use super::request::ExtensionRequest;
@@ -27,6 +28,9 @@ pub struct SetupOutcome {
     /// How often the device callback ran (more than once after renderer recovery): the generation of
     /// the latest device.
     pub device_callback_runs: u32,
+    /// Where the driver's memory report of the latest device counts failed allocations (with
+    /// `VK_EXT_device_memory_report`); the reporter moves it into the device's session.
+    pub memory_report: Option<Arc<MemoryReportCounters>>,
     feature_chain: Option<Box<FeatureChain>>,
 }
 
@@ -127,6 +131,11 @@ impl VulkanSetup {
         let enabled = plan.enabled;
         let mut missing = std::mem::take(&mut plan.missing);
         let mut chain = FeatureChain::enabling(enabled);
+        let memory_report = enabled.device_memory_report.then(|| {
+            let counters = Arc::new(MemoryReportCounters::default());
+            chain.report_memory_to(&counters);
+            counters
+        });
         // SAFETY: the chain is boxed and stored in `outcome` below, so it outlives vkCreateDevice.
         unsafe { chain.prepend_to(enabled, args.create_info) };
 
@@ -160,6 +169,7 @@ impl VulkanSetup {
             std::mem::forget(unadopted);
         }
         outcome.feature_chain = Some(chain);
+        outcome.memory_report = memory_report;
         enabled
     }
 }
