@@ -52,6 +52,8 @@ pub fn h200() -> GpuCrashCapabilities {
         shader_abort_khr: false,
         device_fault_report_masked: false,
         buffer_marker: true,
+        memory_budget: true,
+        device_memory_report: false,
         gpu_progress: true,
         breadcrumbs: Some(bevy_gpu_crash_reporter::BreadcrumbWriter::AmdBufferMarker),
         missing: vec!["VK_KHR_device_fault: not offered by the driver".into()],
