@@ -14,9 +14,9 @@
 use ash::vk::{self, Handle};
 
 use crate::config::{hang_target, Scenario};
-use crate::dispatch::{dev_of, DeviceData, NO_DEVICE};
+use crate::dispatch::{DeviceData, DeviceFns};
 use crate::fault;
-use crate::log::guard;
+use crate::hook_steps::{call_next, forward, on_device, OUT_OF_MEMORY};
 use crate::log::log_line;
 use crate::state::fault::WaitInjection;
 
@@ -31,10 +31,7 @@ pub(crate) unsafe extern "system" fn cmd_write_buffer_marker_amd(
     dst_offset: vk::DeviceSize,
     marker: u32,
 ) {
-    guard("vkCmdWriteBufferMarkerAMD", (), || {
-        let Some(dev) = dev_of(command_buffer) else {
-            return;
-        };
+    on_device("vkCmdWriteBufferMarkerAMD", (), command_buffer, |dev| {
         if !dev.extensions.provided.buffer_marker {
             // The driver has the extension itself (reached through vkGetInstanceProcAddr).
             if let Some(native) = dev.fns.cmd_write_buffer_marker_amd {
@@ -131,16 +128,13 @@ pub(crate) unsafe extern "system" fn create_command_pool(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_pool: *mut vk::CommandPool,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.create_command_pool;
+    forward(
         "vkCreateCommandPool",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.create_command_pool else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        device,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next(device, p_info, p_allocator, p_pool) };
             if r == vk::Result::SUCCESS && dev.tracks_commands {
@@ -158,16 +152,15 @@ pub(crate) unsafe extern "system" fn destroy_command_pool(
     pool: vk::CommandPool,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    guard("vkDestroyCommandPool", (), || {
-        let Some(dev) = dev_of(device) else { return };
+    on_device("vkDestroyCommandPool", (), device, |dev| {
         if dev.tracks_commands {
             let gone = dev.lock().commands.destroy_pool(pool.as_raw());
-            forget_buffers(&dev, &gone);
+            forget_buffers(dev, &gone);
         }
-        if let Some(next) = dev.fns.destroy_command_pool {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(device, pool, p_allocator) };
-        }
+        // SAFETY: forwarded unchanged.
+        call_next(dev.fns.destroy_command_pool, |next| unsafe {
+            next(device, pool, p_allocator)
+        });
     })
 }
 
@@ -176,16 +169,13 @@ pub(crate) unsafe extern "system" fn reset_command_pool(
     pool: vk::CommandPool,
     flags: vk::CommandPoolResetFlags,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.reset_command_pool;
+    forward(
         "vkResetCommandPool",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.reset_command_pool else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        device,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next(device, pool, flags) };
             if r == vk::Result::SUCCESS && dev.tracks_commands {
@@ -197,7 +187,7 @@ pub(crate) unsafe extern "system" fn reset_command_pool(
                     }
                     reset
                 };
-                forget_buffers(&dev, &reset);
+                forget_buffers(dev, &reset);
             }
             r
         },
@@ -209,16 +199,13 @@ pub(crate) unsafe extern "system" fn allocate_command_buffers(
     p_info: *const vk::CommandBufferAllocateInfo<'_>,
     p_buffers: *mut vk::CommandBuffer,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.allocate_command_buffers;
+    forward(
         "vkAllocateCommandBuffers",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.allocate_command_buffers else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        device,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next(device, p_info, p_buffers) };
             if r == vk::Result::SUCCESS && dev.tracks_commands {
@@ -249,8 +236,7 @@ pub(crate) unsafe extern "system" fn free_command_buffers(
     count: u32,
     p_buffers: *const vk::CommandBuffer,
 ) {
-    guard("vkFreeCommandBuffers", (), || {
-        let Some(dev) = dev_of(device) else { return };
+    on_device("vkFreeCommandBuffers", (), device, |dev| {
         if dev.tracks_commands && !p_buffers.is_null() {
             // SAFETY: `p_buffers` holds `count` handles (null ones are ignored by the tracker).
             let buffers: Vec<u64> =
@@ -259,12 +245,12 @@ pub(crate) unsafe extern "system" fn free_command_buffers(
                     .map(|b| b.as_raw())
                     .collect();
             dev.lock().commands.free(&buffers);
-            forget_buffers(&dev, &buffers);
+            forget_buffers(dev, &buffers);
         }
-        if let Some(next) = dev.fns.free_command_buffers {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(device, pool, count, p_buffers) };
-        }
+        // SAFETY: forwarded unchanged.
+        call_next(dev.fns.free_command_buffers, |next| unsafe {
+            next(device, pool, count, p_buffers)
+        });
     })
 }
 
@@ -272,16 +258,13 @@ pub(crate) unsafe extern "system" fn begin_command_buffer(
     cb: vk::CommandBuffer,
     p_info: *const vk::CommandBufferBeginInfo<'_>,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.begin_command_buffer;
+    forward(
         "vkBeginCommandBuffer",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(cb) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.begin_command_buffer else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        cb,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next(cb, p_info) };
             if r == vk::Result::SUCCESS && dev.tracks_commands {
@@ -291,7 +274,7 @@ pub(crate) unsafe extern "system" fn begin_command_buffer(
                     .unwrap_or_default();
                 let continues = flags.contains(vk::CommandBufferUsageFlags::RENDER_PASS_CONTINUE);
                 dev.lock().commands.begin(cb.as_raw(), continues);
-                forget_buffers(&dev, &[cb.as_raw()]);
+                forget_buffers(dev, &[cb.as_raw()]);
             }
             r
         },
@@ -299,19 +282,16 @@ pub(crate) unsafe extern "system" fn begin_command_buffer(
 }
 
 pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.end_command_buffer;
+    forward(
         "vkEndCommandBuffer",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(cb) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.end_command_buffer else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        cb,
+        next,
+        |dev, next| {
             if dev.tracks_commands {
-                if let Some(event) = claim_stall(&dev, cb.as_raw()) {
-                    record_wait(&dev, cb, event);
+                if let Some(event) = claim_stall(dev, cb.as_raw()) {
+                    record_wait(dev, cb, event);
                 }
             }
             // SAFETY: forwarded unchanged.
@@ -324,21 +304,18 @@ pub(crate) unsafe extern "system" fn reset_command_buffer(
     cb: vk::CommandBuffer,
     flags: vk::CommandBufferResetFlags,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.reset_command_buffer;
+    forward(
         "vkResetCommandBuffer",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(cb) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.reset_command_buffer else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        cb,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next(cb, flags) };
             if r == vk::Result::SUCCESS && dev.tracks_commands {
                 dev.lock().commands.begin(cb.as_raw(), false);
-                forget_buffers(&dev, &[cb.as_raw()]);
+                forget_buffers(dev, &[cb.as_raw()]);
             }
             r
         },
@@ -413,16 +390,16 @@ fn record_wait(dev: &DeviceData, cb: vk::CommandBuffer, event: vk::Event) {
     };
 }
 
-fn pass_begun(cb: vk::CommandBuffer, suspending: bool) {
-    if let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) {
+fn pass_begun(dev: &DeviceData, cb: vk::CommandBuffer, suspending: bool) {
+    if dev.tracks_commands {
         dev.lock().commands.begin_pass(cb.as_raw(), suspending);
     }
 }
 
-fn pass_ended(cb: vk::CommandBuffer) {
-    let Some(dev) = dev_of(cb).filter(|d| d.tracks_commands) else {
+fn pass_ended(dev: &DeviceData, cb: vk::CommandBuffer) {
+    if !dev.tracks_commands {
         return;
-    };
+    }
     let event = {
         let mut st = dev.lock();
         st.commands.end_pass(cb.as_raw());
@@ -435,8 +412,8 @@ fn pass_ended(cb: vk::CommandBuffer) {
         st.fault.wait = WaitInjection::Recorded(cb.as_raw());
         event
     };
-    record_wait(&dev, cb, event);
-    log_hang(&dev, cb, true);
+    record_wait(dev, cb, event);
+    log_hang(dev, cb, true);
 }
 
 /// The `injected hang ...` line of `hang-in-pass` / `hang-in-pipeline`; `deferred`: the wait went in
@@ -543,12 +520,11 @@ pub(crate) unsafe extern "system" fn cmd_begin_debug_utils_label(
     cb: vk::CommandBuffer,
     p_label: *const vk::DebugUtilsLabelEXT<'_>,
 ) {
-    guard("vkCmdBeginDebugUtilsLabelEXT", (), || {
-        let Some(dev) = dev_of(cb) else { return };
-        if let Some(next) = dev.fns.cmd_begin_debug_utils_label {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(cb, p_label) };
-        }
+    on_device("vkCmdBeginDebugUtilsLabelEXT", (), cb, |dev| {
+        // SAFETY: forwarded unchanged.
+        call_next(dev.fns.cmd_begin_debug_utils_label, |next| unsafe {
+            next(cb, p_label)
+        });
         if !dev.tracks_commands {
             return;
         }
@@ -559,10 +535,10 @@ pub(crate) unsafe extern "system" fn cmd_begin_debug_utils_label(
             return;
         };
         let site = HangSite::Label(name.to_bytes());
-        if let Some(HangClaim::Now(event)) = claim_hang(&dev, cb.as_raw(), site) {
+        if let Some(HangClaim::Now(event)) = claim_hang(dev, cb.as_raw(), site) {
             // Right after the label began: the GPU stops inside the labelled region.
-            record_wait(&dev, cb, event);
-            log_hang(&dev, cb, false);
+            record_wait(dev, cb, event);
+            log_hang(dev, cb, false);
         }
     })
 }
@@ -588,21 +564,20 @@ pub(crate) unsafe extern "system" fn cmd_bind_pipeline(
     bind_point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
-    guard("vkCmdBindPipeline", (), || {
-        let Some(dev) = dev_of(cb) else { return };
-        if let Some(next) = dev.fns.cmd_bind_pipeline {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(cb, bind_point, pipeline) };
-        }
-        if !tracks_pipelines(&dev) {
+    on_device("vkCmdBindPipeline", (), cb, |dev| {
+        // SAFETY: forwarded unchanged.
+        call_next(dev.fns.cmd_bind_pipeline, |next| unsafe {
+            next(cb, bind_point, pipeline)
+        });
+        if !tracks_pipelines(dev) {
             return;
         }
-        match claim_hang(&dev, cb.as_raw(), HangSite::Pipeline(pipeline.as_raw())) {
+        match claim_hang(dev, cb.as_raw(), HangSite::Pipeline(pipeline.as_raw())) {
             Some(HangClaim::Now(event)) => {
                 // Right after the bind, outside any render pass instance: the GPU stops before the
                 // first dispatch (or draw) with this pipeline.
-                record_wait(&dev, cb, event);
-                log_hang(&dev, cb, false);
+                record_wait(dev, cb, event);
+                log_hang(dev, cb, false);
             }
             // Inside a render pass instance: `pass_ended` records (and logs) it.
             Some(HangClaim::Deferred) | None => {}
@@ -618,45 +593,33 @@ pub(crate) unsafe extern "system" fn destroy_pipeline(
     pipeline: vk::Pipeline,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    guard("vkDestroyPipeline", (), || {
-        let Some(dev) = dev_of(device) else { return };
-        if tracks_pipelines(&dev) {
+    on_device("vkDestroyPipeline", (), device, |dev| {
+        if tracks_pipelines(dev) {
             dev.lock().commands.forget_pipeline(pipeline.as_raw());
         }
-        if let Some(next) = dev.fns.destroy_pipeline {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(device, pipeline, p_allocator) };
-        }
+        // SAFETY: forwarded unchanged.
+        call_next(dev.fns.destroy_pipeline, |next| unsafe {
+            next(device, pipeline, p_allocator)
+        });
     })
 }
+
+// Render pass instances: each hook calls down (the `2` and `Rendering` ones through their `KHR`
+// alias where the driver lacks the core name, and the other way round) and marks where the
+// command buffer stands.
 
 pub(crate) unsafe extern "system" fn cmd_begin_render_pass(
     cb: vk::CommandBuffer,
     p_begin: *const vk::RenderPassBeginInfo<'_>,
     contents: vk::SubpassContents,
 ) {
-    guard("vkCmdBeginRenderPass", (), || {
-        let Some(dev) = dev_of(cb) else { return };
-        if let Some(next) = dev.fns.cmd_begin_render_pass {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(cb, p_begin, contents) };
-        }
-        pass_begun(cb, false);
-    })
-}
-
-unsafe fn begin_render_pass2_with(
-    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdBeginRenderPass2>,
-    cb: vk::CommandBuffer,
-    p_begin: *const vk::RenderPassBeginInfo<'_>,
-    p_subpass: *const vk::SubpassBeginInfo<'_>,
-) {
-    let Some(dev) = dev_of(cb) else { return };
-    if let Some(next) = which(&dev) {
+    on_device("vkCmdBeginRenderPass", (), cb, |dev| {
         // SAFETY: forwarded unchanged.
-        unsafe { next(cb, p_begin, p_subpass) };
-    }
-    pass_begun(cb, false);
+        call_next(dev.fns.cmd_begin_render_pass, |next| unsafe {
+            next(cb, p_begin, contents)
+        });
+        pass_begun(dev, cb, false);
+    })
 }
 
 pub(crate) unsafe extern "system" fn cmd_begin_render_pass2(
@@ -664,18 +627,12 @@ pub(crate) unsafe extern "system" fn cmd_begin_render_pass2(
     p_begin: *const vk::RenderPassBeginInfo<'_>,
     p_subpass: *const vk::SubpassBeginInfo<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkCmdBeginRenderPass2", (), || unsafe {
-        begin_render_pass2_with(
-            |d| {
-                d.fns
-                    .cmd_begin_render_pass2
-                    .or(d.fns.cmd_begin_render_pass2_khr)
-            },
-            cb,
-            p_begin,
-            p_subpass,
-        )
+    on_device("vkCmdBeginRenderPass2", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_begin_render_pass2.or(f.cmd_begin_render_pass2_khr);
+        // SAFETY: forwarded unchanged.
+        call_next(next, |next| unsafe { next(cb, p_begin, p_subpass) });
+        pass_begun(dev, cb, false);
     })
 }
 
@@ -684,60 +641,33 @@ pub(crate) unsafe extern "system" fn cmd_begin_render_pass2_khr(
     p_begin: *const vk::RenderPassBeginInfo<'_>,
     p_subpass: *const vk::SubpassBeginInfo<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkCmdBeginRenderPass2KHR", (), || unsafe {
-        begin_render_pass2_with(
-            |d| {
-                d.fns
-                    .cmd_begin_render_pass2_khr
-                    .or(d.fns.cmd_begin_render_pass2)
-            },
-            cb,
-            p_begin,
-            p_subpass,
-        )
+    on_device("vkCmdBeginRenderPass2KHR", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_begin_render_pass2_khr.or(f.cmd_begin_render_pass2);
+        // SAFETY: forwarded unchanged.
+        call_next(next, |next| unsafe { next(cb, p_begin, p_subpass) });
+        pass_begun(dev, cb, false);
     })
 }
 
 pub(crate) unsafe extern "system" fn cmd_end_render_pass(cb: vk::CommandBuffer) {
-    guard("vkCmdEndRenderPass", (), || {
-        let Some(dev) = dev_of(cb) else { return };
-        if let Some(next) = dev.fns.cmd_end_render_pass {
-            // SAFETY: forwarded unchanged.
-            unsafe { next(cb) };
-        }
-        pass_ended(cb);
-    })
-}
-
-unsafe fn end_render_pass2_with(
-    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdEndRenderPass2>,
-    cb: vk::CommandBuffer,
-    p_end: *const vk::SubpassEndInfo<'_>,
-) {
-    let Some(dev) = dev_of(cb) else { return };
-    if let Some(next) = which(&dev) {
+    on_device("vkCmdEndRenderPass", (), cb, |dev| {
         // SAFETY: forwarded unchanged.
-        unsafe { next(cb, p_end) };
-    }
-    pass_ended(cb);
+        call_next(dev.fns.cmd_end_render_pass, |next| unsafe { next(cb) });
+        pass_ended(dev, cb);
+    })
 }
 
 pub(crate) unsafe extern "system" fn cmd_end_render_pass2(
     cb: vk::CommandBuffer,
     p_end: *const vk::SubpassEndInfo<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkCmdEndRenderPass2", (), || unsafe {
-        end_render_pass2_with(
-            |d| {
-                d.fns
-                    .cmd_end_render_pass2
-                    .or(d.fns.cmd_end_render_pass2_khr)
-            },
-            cb,
-            p_end,
-        )
+    on_device("vkCmdEndRenderPass2", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_end_render_pass2.or(f.cmd_end_render_pass2_khr);
+        // SAFETY: forwarded unchanged.
+        call_next(next, |next| unsafe { next(cb, p_end) });
+        pass_ended(dev, cb);
     })
 }
 
@@ -745,48 +675,39 @@ pub(crate) unsafe extern "system" fn cmd_end_render_pass2_khr(
     cb: vk::CommandBuffer,
     p_end: *const vk::SubpassEndInfo<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkCmdEndRenderPass2KHR", (), || unsafe {
-        end_render_pass2_with(
-            |d| {
-                d.fns
-                    .cmd_end_render_pass2_khr
-                    .or(d.fns.cmd_end_render_pass2)
-            },
-            cb,
-            p_end,
-        )
+    on_device("vkCmdEndRenderPass2KHR", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_end_render_pass2_khr.or(f.cmd_end_render_pass2);
+        // SAFETY: forwarded unchanged.
+        call_next(next, |next| unsafe { next(cb, p_end) });
+        pass_ended(dev, cb);
     })
 }
 
-unsafe fn begin_rendering_with(
-    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdBeginRendering>,
+/// `vkCmdBeginRendering[KHR]` with the entry point `next`: a suspending instance is marked so.
+fn begin_rendering(
+    dev: &DeviceData,
+    next: Option<vk::PFN_vkCmdBeginRendering>,
     cb: vk::CommandBuffer,
     p_info: *const vk::RenderingInfo<'_>,
 ) {
-    let Some(dev) = dev_of(cb) else { return };
-    if let Some(next) = which(&dev) {
-        // SAFETY: forwarded unchanged.
-        unsafe { next(cb, p_info) };
-    }
+    // SAFETY: forwarded unchanged.
+    call_next(next, |next| unsafe { next(cb, p_info) });
     // SAFETY: a valid rendering info per the spec.
     let flags = unsafe { p_info.as_ref() }
         .map(|i| i.flags)
         .unwrap_or_default();
-    pass_begun(cb, flags.contains(vk::RenderingFlags::SUSPENDING));
+    pass_begun(dev, cb, flags.contains(vk::RenderingFlags::SUSPENDING));
 }
 
 pub(crate) unsafe extern "system" fn cmd_begin_rendering(
     cb: vk::CommandBuffer,
     p_info: *const vk::RenderingInfo<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkCmdBeginRendering", (), || unsafe {
-        begin_rendering_with(
-            |d| d.fns.cmd_begin_rendering.or(d.fns.cmd_begin_rendering_khr),
-            cb,
-            p_info,
-        )
+    on_device("vkCmdBeginRendering", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_begin_rendering.or(f.cmd_begin_rendering_khr);
+        begin_rendering(dev, next, cb, p_info);
     })
 }
 
@@ -794,42 +715,29 @@ pub(crate) unsafe extern "system" fn cmd_begin_rendering_khr(
     cb: vk::CommandBuffer,
     p_info: *const vk::RenderingInfo<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkCmdBeginRenderingKHR", (), || unsafe {
-        begin_rendering_with(
-            |d| d.fns.cmd_begin_rendering_khr.or(d.fns.cmd_begin_rendering),
-            cb,
-            p_info,
-        )
+    on_device("vkCmdBeginRenderingKHR", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_begin_rendering_khr.or(f.cmd_begin_rendering);
+        begin_rendering(dev, next, cb, p_info);
     })
 }
 
-fn end_rendering_with(
-    which: fn(&DeviceData) -> Option<vk::PFN_vkCmdEndRendering>,
-    cb: vk::CommandBuffer,
-) {
-    let Some(dev) = dev_of(cb) else { return };
-    if let Some(next) = which(&dev) {
-        // SAFETY: forwarded unchanged.
-        unsafe { next(cb) };
-    }
-    pass_ended(cb);
-}
-
 pub(crate) unsafe extern "system" fn cmd_end_rendering(cb: vk::CommandBuffer) {
-    guard("vkCmdEndRendering", (), || {
-        end_rendering_with(
-            |d| d.fns.cmd_end_rendering.or(d.fns.cmd_end_rendering_khr),
-            cb,
-        )
+    on_device("vkCmdEndRendering", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_end_rendering.or(f.cmd_end_rendering_khr);
+        // SAFETY: forwarded unchanged.
+        call_next(next, |next| unsafe { next(cb) });
+        pass_ended(dev, cb);
     })
 }
 
 pub(crate) unsafe extern "system" fn cmd_end_rendering_khr(cb: vk::CommandBuffer) {
-    guard("vkCmdEndRenderingKHR", (), || {
-        end_rendering_with(
-            |d| d.fns.cmd_end_rendering_khr.or(d.fns.cmd_end_rendering),
-            cb,
-        )
+    on_device("vkCmdEndRenderingKHR", (), cb, |dev| {
+        let f = &dev.fns;
+        let next = f.cmd_end_rendering_khr.or(f.cmd_end_rendering);
+        // SAFETY: forwarded unchanged.
+        call_next(next, |next| unsafe { next(cb) });
+        pass_ended(dev, cb);
     })
 }

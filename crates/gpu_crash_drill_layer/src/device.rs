@@ -1,17 +1,19 @@
 //! Device-level hooks: address bookkeeping on allocate/bind/destroy, the fault trigger on submit,
 //! `VK_ERROR_DEVICE_LOST` after loss, and the fault queries.
 //!
-//! Every hook looks up the device by dispatch key; a handle the layer does not know (which the loader
+//! Every hook opens with the steps of `hook_steps`: a handle the layer does not know (which the loader
 //! never produces) gets `VK_ERROR_INITIALIZATION_FAILED` rather than a crash.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use ash::vk::{self, Handle};
 use vulkan_fault_ffi::{DeviceFaultDebugInfoKHR, DeviceFaultInfoKHR};
 
 use crate::commands;
-use crate::dispatch::{self, dev_of, DeviceData, DeviceState, NO_DEVICE};
+use crate::dispatch::{self, DeviceData, DeviceFns, DeviceState};
 use crate::fault::{self, SubmitAction};
+use crate::hook_steps::{call_next, forward, on_device, OUT_OF_MEMORY};
 use crate::log::guard;
 use crate::messengers::emit;
 use crate::native;
@@ -87,18 +89,15 @@ pub(crate) unsafe extern "system" fn allocate_memory(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_memory: *mut vk::DeviceMemory,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.allocate_memory;
+    forward(
         "vkAllocateMemory",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.allocate_memory else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        device,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
-            let r = native::with_current(&dev, || unsafe {
+            let r = native::with_current(dev, || unsafe {
                 next(device, p_info, p_allocator, p_memory)
             });
             // With a driver that reports its own addresses, `native.rs` learnt them during the call.
@@ -106,7 +105,7 @@ pub(crate) unsafe extern "system" fn allocate_memory(
                 // SAFETY: success: valid info and output.
                 let (memory, size) = unsafe { ((*p_memory).as_raw(), (*p_info).allocation_size) };
                 let ev = dev.lock().tracker.allocate(memory, size);
-                report(&dev, &[ev]);
+                report(dev, &[ev]);
             }
             r
         },
@@ -118,13 +117,12 @@ pub(crate) unsafe extern "system" fn free_memory(
     memory: vk::DeviceMemory,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    guard("vkFreeMemory", (), || {
-        let Some(dev) = dev_of(device) else { return };
-        untrack_and_report(&dev, |state| state.tracker.free(memory.as_raw()));
-        if let Some(next) = dev.fns.free_memory {
+    on_device("vkFreeMemory", (), device, |dev| {
+        untrack_and_report(dev, |state| state.tracker.free(memory.as_raw()));
+        call_next(dev.fns.free_memory, |next| {
             // SAFETY: forwarded unchanged.
-            native::with_current(&dev, || unsafe { next(device, memory, p_allocator) });
-        }
+            native::with_current(dev, || unsafe { next(device, memory, p_allocator) })
+        });
     })
 }
 
@@ -136,16 +134,9 @@ pub(crate) unsafe extern "system" fn map_memory(
     flags: vk::MemoryMapFlags,
     pp_data: *mut *mut c_void,
 ) -> vk::Result {
-    guard("vkMapMemory", vk::Result::ERROR_MEMORY_MAP_FAILED, || {
-        let Some(dev) = dev_of(device) else {
-            return NO_DEVICE;
-        };
-        if fault::is_lost(&dev) {
-            return vk::Result::ERROR_DEVICE_LOST;
-        }
-        let Some(next) = dev.fns.map_memory else {
-            return NO_DEVICE;
-        };
+    let next = |f: &DeviceFns| f.map_memory;
+    let failed = vk::Result::ERROR_MEMORY_MAP_FAILED;
+    unless_lost("vkMapMemory", failed, device, next, |_, next| {
         // SAFETY: forwarded unchanged.
         unsafe { next(device, memory, offset, size, flags, pp_data) }
     })
@@ -157,16 +148,13 @@ pub(crate) unsafe extern "system" fn create_buffer(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_buffer: *mut vk::Buffer,
 ) -> vk::Result {
-    guard(
+    let next = |f: &DeviceFns| f.create_buffer;
+    forward(
         "vkCreateBuffer",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.create_buffer else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        device,
+        next,
+        |dev, next| {
             // SAFETY: forwarded unchanged.
             let r = unsafe { next(device, p_info, p_allocator, p_buffer) };
             if r == vk::Result::SUCCESS {
@@ -193,17 +181,11 @@ pub(crate) unsafe extern "system" fn destroy_buffer(
     buffer: vk::Buffer,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    guard("vkDestroyBuffer", (), || {
-        let Some(dev) = dev_of(device) else { return };
-        untrack_and_report(&dev, |state| {
-            state
-                .tracker
-                .destroy_resource(vk::ObjectType::BUFFER, buffer.as_raw())
-        });
-        if let Some(next) = dev.fns.destroy_buffer {
-            // SAFETY: forwarded unchanged.
-            native::with_current(&dev, || unsafe { next(device, buffer, p_allocator) });
-        }
+    let next = |f: &DeviceFns| f.destroy_buffer;
+    let object = (vk::ObjectType::BUFFER, buffer.as_raw());
+    // SAFETY: forwarded unchanged.
+    destroy_resource("vkDestroyBuffer", device, object, next, |next| unsafe {
+        next(device, buffer, p_allocator)
     })
 }
 
@@ -213,36 +195,27 @@ pub(crate) unsafe extern "system" fn create_image(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_image: *mut vk::Image,
 ) -> vk::Result {
-    guard(
-        "vkCreateImage",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.create_image else {
-                return NO_DEVICE;
-            };
-            // SAFETY: forwarded unchanged.
-            let r = unsafe { next(device, p_info, p_allocator, p_image) };
-            if r == vk::Result::SUCCESS {
-                // SAFETY: success: valid info and output handle.
-                let (image, flags) = unsafe { (*p_image, (*p_info).flags) };
-                let mut req = vk::MemoryRequirements::default();
-                // Disjoint multi-planar images have per-plane requirements only (size stays 0).
-                if !flags.contains(vk::ImageCreateFlags::DISJOINT) {
-                    if let Some(get) = dev.fns.get_image_memory_requirements {
-                        // SAFETY: a freshly created non-disjoint image; valid output.
-                        unsafe { get(device, image, &mut req) };
-                    }
+    let next = |f: &DeviceFns| f.create_image;
+    forward("vkCreateImage", OUT_OF_MEMORY, device, next, |dev, next| {
+        // SAFETY: forwarded unchanged.
+        let r = unsafe { next(device, p_info, p_allocator, p_image) };
+        if r == vk::Result::SUCCESS {
+            // SAFETY: success: valid info and output handle.
+            let (image, flags) = unsafe { (*p_image, (*p_info).flags) };
+            let mut req = vk::MemoryRequirements::default();
+            // Disjoint multi-planar images have per-plane requirements only (size stays 0).
+            if !flags.contains(vk::ImageCreateFlags::DISJOINT) {
+                if let Some(get) = dev.fns.get_image_memory_requirements {
+                    // SAFETY: a freshly created non-disjoint image; valid output.
+                    unsafe { get(device, image, &mut req) };
                 }
-                dev.lock()
-                    .tracker
-                    .create_resource(vk::ObjectType::IMAGE, image.as_raw(), req.size);
             }
-            r
-        },
-    )
+            dev.lock()
+                .tracker
+                .create_resource(vk::ObjectType::IMAGE, image.as_raw(), req.size);
+        }
+        r
+    })
 }
 
 pub(crate) unsafe extern "system" fn destroy_image(
@@ -250,17 +223,27 @@ pub(crate) unsafe extern "system" fn destroy_image(
     image: vk::Image,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    guard("vkDestroyImage", (), || {
-        let Some(dev) = dev_of(device) else { return };
-        untrack_and_report(&dev, |state| {
-            state
-                .tracker
-                .destroy_resource(vk::ObjectType::IMAGE, image.as_raw())
-        });
-        if let Some(next) = dev.fns.destroy_image {
-            // SAFETY: forwarded unchanged.
-            native::with_current(&dev, || unsafe { next(device, image, p_allocator) });
-        }
+    let next = |f: &DeviceFns| f.destroy_image;
+    let object = (vk::ObjectType::IMAGE, image.as_raw());
+    // SAFETY: forwarded unchanged.
+    destroy_resource("vkDestroyImage", device, object, next, |next| unsafe {
+        next(device, image, p_allocator)
+    })
+}
+
+/// `vkDestroyBuffer` / `vkDestroyImage`: the object's unbind reported (`untrack_and_report`), then
+/// `call` with the next layer's entry point (inside `native::with_current`: a driver with its own
+/// binding report reports the unbind during the call).
+fn destroy_resource<F>(
+    what: &str,
+    device: vk::Device,
+    (ty, handle): (vk::ObjectType, u64),
+    next: impl FnOnce(&DeviceFns) -> Option<F>,
+    call: impl FnOnce(F),
+) {
+    on_device(what, (), device, |dev| {
+        untrack_and_report(dev, |state| state.tracker.destroy_resource(ty, handle));
+        call_next(next(&dev.fns), |f| native::with_current(dev, || call(f)));
     })
 }
 
@@ -291,222 +274,133 @@ fn record_binds(
     report(dev, &events);
 }
 
-pub(crate) unsafe extern "system" fn bind_buffer_memory(
-    device: vk::Device,
-    buffer: vk::Buffer,
-    memory: vk::DeviceMemory,
-    offset: vk::DeviceSize,
-) -> vk::Result {
-    guard(
-        "vkBindBufferMemory",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.bind_buffer_memory else {
-                return NO_DEVICE;
-            };
-            // SAFETY: forwarded unchanged.
-            let r = native::with_current(&dev, || unsafe { next(device, buffer, memory, offset) });
-            if r == vk::Result::SUCCESS {
-                record_binds(
-                    &dev,
-                    vk::ObjectType::BUFFER,
-                    std::iter::once((buffer.as_raw(), memory.as_raw(), offset)),
-                );
-            }
-            r
-        },
-    )
+/// One bind of a `VkBind{Buffer,Image}MemoryInfo`: the buffer and image bind hooks are one path
+/// ([`bind_memory`]) over these two types.
+trait BindInfo {
+    /// `BUFFER` or `IMAGE`.
+    const OBJECT_TYPE: vk::ObjectType;
+    /// The bound object, its memory and the offset in that memory (raw handles).
+    fn bind(&self) -> (u64, u64, u64);
 }
 
-unsafe fn bind_buffer_memory2_with(
-    which: fn(&DeviceData) -> Option<vk::PFN_vkBindBufferMemory2>,
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    let Some(dev) = dev_of(device) else {
-        return NO_DEVICE;
-    };
-    let Some(next) = which(&dev) else {
-        return NO_DEVICE;
-    };
-    // SAFETY: forwarded unchanged.
-    let r = native::with_current(&dev, || unsafe { next(device, count, p_infos) });
-    if r == vk::Result::SUCCESS && !p_infos.is_null() {
-        // SAFETY: `p_infos` holds `count` valid elements.
-        let infos = unsafe { std::slice::from_raw_parts(p_infos, count as usize) };
-        record_binds(
-            &dev,
-            vk::ObjectType::BUFFER,
-            infos
-                .iter()
-                .map(|i| (i.buffer.as_raw(), i.memory.as_raw(), i.memory_offset)),
-        );
+impl BindInfo for vk::BindBufferMemoryInfo<'_> {
+    const OBJECT_TYPE: vk::ObjectType = vk::ObjectType::BUFFER;
+    fn bind(&self) -> (u64, u64, u64) {
+        (
+            self.buffer.as_raw(),
+            self.memory.as_raw(),
+            self.memory_offset,
+        )
     }
-    r
 }
 
-pub(crate) unsafe extern "system" fn bind_buffer_memory2(
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    guard(
-        "vkBindBufferMemory2",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            // SAFETY: forwarded from the application.
-            unsafe {
-                bind_buffer_memory2_with(
-                    |d| d.fns.bind_buffer_memory2.or(d.fns.bind_buffer_memory2_khr),
-                    device,
-                    count,
-                    p_infos,
-                )
-            }
-        },
-    )
-}
-
-pub(crate) unsafe extern "system" fn bind_buffer_memory2_khr(
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    guard(
-        "vkBindBufferMemory2KHR",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            // SAFETY: forwarded from the application.
-            unsafe {
-                bind_buffer_memory2_with(
-                    |d| d.fns.bind_buffer_memory2_khr.or(d.fns.bind_buffer_memory2),
-                    device,
-                    count,
-                    p_infos,
-                )
-            }
-        },
-    )
-}
-
-pub(crate) unsafe extern "system" fn bind_image_memory(
-    device: vk::Device,
-    image: vk::Image,
-    memory: vk::DeviceMemory,
-    offset: vk::DeviceSize,
-) -> vk::Result {
-    guard(
-        "vkBindImageMemory",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
-            let Some(next) = dev.fns.bind_image_memory else {
-                return NO_DEVICE;
-            };
-            // SAFETY: forwarded unchanged.
-            let r = native::with_current(&dev, || unsafe { next(device, image, memory, offset) });
-            if r == vk::Result::SUCCESS {
-                record_binds(
-                    &dev,
-                    vk::ObjectType::IMAGE,
-                    std::iter::once((image.as_raw(), memory.as_raw(), offset)),
-                );
-            }
-            r
-        },
-    )
-}
-
-unsafe fn bind_image_memory2_with(
-    which: fn(&DeviceData) -> Option<vk::PFN_vkBindImageMemory2>,
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindImageMemoryInfo<'_>,
-) -> vk::Result {
-    let Some(dev) = dev_of(device) else {
-        return NO_DEVICE;
-    };
-    let Some(next) = which(&dev) else {
-        return NO_DEVICE;
-    };
-    // SAFETY: forwarded unchanged.
-    let r = native::with_current(&dev, || unsafe { next(device, count, p_infos) });
-    if r == vk::Result::SUCCESS && !p_infos.is_null() {
-        // SAFETY: `p_infos` holds `count` valid elements.
-        let infos = unsafe { std::slice::from_raw_parts(p_infos, count as usize) };
-        // Swapchain-image binds carry a null memory and are skipped by `record_binds`.
-        record_binds(
-            &dev,
-            vk::ObjectType::IMAGE,
-            infos
-                .iter()
-                .map(|i| (i.image.as_raw(), i.memory.as_raw(), i.memory_offset)),
-        );
+impl BindInfo for vk::BindImageMemoryInfo<'_> {
+    const OBJECT_TYPE: vk::ObjectType = vk::ObjectType::IMAGE;
+    fn bind(&self) -> (u64, u64, u64) {
+        (
+            self.image.as_raw(),
+            self.memory.as_raw(),
+            self.memory_offset,
+        )
     }
-    r
 }
 
-pub(crate) unsafe extern "system" fn bind_image_memory2(
+/// The six bind hooks (buffers and images; `vkBind*Memory`, `2` and `2KHR`): `call` with the next
+/// layer's entry point, inside `native::with_current` (a driver with its own binding report tells
+/// the layer its addresses during the call), then, if it succeeded, every bind of `infos` recorded.
+/// The first versions pass their arguments as one info.
+fn bind_memory<'a, I: BindInfo + 'a, F>(
+    what: &str,
     device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindImageMemoryInfo<'_>,
+    next: impl FnOnce(&DeviceFns) -> Option<F>,
+    call: impl FnOnce(F) -> vk::Result,
+    infos: impl FnOnce() -> &'a [I],
 ) -> vk::Result {
-    guard(
-        "vkBindImageMemory2",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            // SAFETY: forwarded from the application.
-            unsafe {
-                bind_image_memory2_with(
-                    |d| d.fns.bind_image_memory2.or(d.fns.bind_image_memory2_khr),
-                    device,
-                    count,
-                    p_infos,
-                )
-            }
-        },
-    )
+    forward(what, OUT_OF_MEMORY, device, next, |dev, next| {
+        let r = native::with_current(dev, || call(next));
+        if r == vk::Result::SUCCESS {
+            // Swapchain-image binds carry a null memory and are skipped by `record_binds`.
+            record_binds(dev, I::OBJECT_TYPE, infos().iter().map(I::bind));
+        }
+        r
+    })
 }
 
-pub(crate) unsafe extern "system" fn bind_image_memory2_khr(
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindImageMemoryInfo<'_>,
-) -> vk::Result {
-    guard(
-        "vkBindImageMemory2KHR",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            // SAFETY: forwarded from the application.
-            unsafe {
-                bind_image_memory2_with(
-                    |d| d.fns.bind_image_memory2_khr.or(d.fns.bind_image_memory2),
-                    device,
-                    count,
-                    p_infos,
-                )
-            }
-        },
-    )
+/// The application's array of `count` elements at `p`; none for null.
+///
+/// # Safety
+/// `p` must be null or valid for `count` elements for `'a`.
+unsafe fn array<'a, T>(p: *const T, count: u32) -> &'a [T] {
+    if p.is_null() {
+        &[]
+    } else {
+        // SAFETY: non-null and valid for `count` elements per the caller.
+        unsafe { std::slice::from_raw_parts(p, count as usize) }
+    }
 }
+
+/// The six bind hooks, each on [`bind_memory`] with its name, its info type and its entry point.
+macro_rules! bind_hook {
+    // `vkBind{Buffer,Image}Memory`: the arguments as one info.
+    ($name:literal, fn $hook:ident($object:ident: $ty:ty) => $info:ident.$next:ident) => {
+        pub(crate) unsafe extern "system" fn $hook(
+            device: vk::Device,
+            $object: $ty,
+            memory: vk::DeviceMemory,
+            offset: vk::DeviceSize,
+        ) -> vk::Result {
+            let info = vk::$info {
+                $object,
+                memory,
+                memory_offset: offset,
+                ..Default::default()
+            };
+            bind_memory(
+                $name,
+                device,
+                |f| f.$next,
+                // SAFETY: forwarded unchanged.
+                |next| unsafe { next(device, $object, memory, offset) },
+                || std::slice::from_ref(&info),
+            )
+        }
+    };
+    // `vkBind{Buffer,Image}Memory2[KHR]`: the next layer's command of that name, else its alias.
+    ($name:literal, fn $hook:ident(*const $info:ident) => $next:ident | $alias:ident) => {
+        pub(crate) unsafe extern "system" fn $hook(
+            device: vk::Device,
+            count: u32,
+            p_infos: *const vk::$info<'_>,
+        ) -> vk::Result {
+            bind_memory(
+                $name,
+                device,
+                |f| f.$next.or(f.$alias),
+                // SAFETY: forwarded unchanged.
+                |next| unsafe { next(device, count, p_infos) },
+                // SAFETY: the call succeeded, so `p_infos` holds `count` valid infos.
+                || unsafe { array(p_infos, count) },
+            )
+        }
+    };
+}
+
+bind_hook!("vkBindBufferMemory", fn bind_buffer_memory(buffer: vk::Buffer) => BindBufferMemoryInfo.bind_buffer_memory);
+bind_hook!("vkBindBufferMemory2", fn bind_buffer_memory2(*const BindBufferMemoryInfo) => bind_buffer_memory2 | bind_buffer_memory2_khr);
+bind_hook!("vkBindBufferMemory2KHR", fn bind_buffer_memory2_khr(*const BindBufferMemoryInfo) => bind_buffer_memory2_khr | bind_buffer_memory2);
+bind_hook!("vkBindImageMemory", fn bind_image_memory(image: vk::Image) => BindImageMemoryInfo.bind_image_memory);
+bind_hook!("vkBindImageMemory2", fn bind_image_memory2(*const BindImageMemoryInfo) => bind_image_memory2 | bind_image_memory2_khr);
+bind_hook!("vkBindImageMemory2KHR", fn bind_image_memory2_khr(*const BindImageMemoryInfo) => bind_image_memory2_khr | bind_image_memory2);
 
 pub(crate) unsafe extern "system" fn set_debug_utils_object_name(
     device: vk::Device,
     p_name_info: *const vk::DebugUtilsObjectNameInfoEXT<'_>,
 ) -> vk::Result {
-    guard(
+    on_device(
         "vkSetDebugUtilsObjectNameEXT",
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
+        OUT_OF_MEMORY,
+        device,
+        |dev| {
             let r = match dev.fns.set_debug_utils_object_name {
                 // SAFETY: forwarded unchanged.
                 Some(next) => unsafe { next(device, p_name_info) },
@@ -524,7 +418,7 @@ pub(crate) unsafe extern "system" fn set_debug_utils_object_name(
                 };
                 let mut st = dev.lock();
                 if ty == vk::ObjectType::PIPELINE {
-                    if let Some(want) = commands::hang_pipeline_label(&dev) {
+                    if let Some(want) = commands::hang_pipeline_label(dev) {
                         st.commands
                             .name_pipeline(handle, name.as_deref() == Some(want));
                     }
@@ -536,28 +430,34 @@ pub(crate) unsafe extern "system" fn set_debug_utils_object_name(
     )
 }
 
-/// Runs a queue submission through the fault trigger. `contains(cb)` tells whether the submission
-/// includes command buffer `cb` (to notice the one holding the drill's wait).
-fn submit(
+/// The submission hooks (`VK_ERROR_DEVICE_LOST` after a panic): the fault trigger first, which
+/// may lose the device or swallow the work; then `call` with the entry point `next` picks.
+/// `contains(cb)` tells whether the submission includes command buffer `cb` (to notice the one
+/// holding the drill's wait).
+fn submit<F>(
+    what: &str,
     queue: vk::Queue,
     contains: impl Fn(u64) -> bool,
-    call_down: impl FnOnce(&DeviceData) -> Option<vk::Result>,
+    next: impl FnOnce(&DeviceFns) -> Option<F>,
+    call: impl FnOnce(F) -> vk::Result,
 ) -> vk::Result {
-    let Some(dev) = dev_of(queue) else {
-        return NO_DEVICE;
-    };
-    match fault::on_submit(&dev, queue.as_raw()) {
-        SubmitAction::Lost => vk::Result::ERROR_DEVICE_LOST,
-        SubmitAction::Swallow => vk::Result::SUCCESS,
-        SubmitAction::CallDown => {
-            let waiting = fault::pending_wait(&dev).filter(|&cb| contains(cb));
-            let r = call_down(&dev).unwrap_or(NO_DEVICE);
-            if let (vk::Result::SUCCESS, Some(cb)) = (r, waiting) {
-                fault::wait_submitted(&dev, cb, queue.as_raw());
+    on_device(
+        what,
+        vk::Result::ERROR_DEVICE_LOST,
+        queue,
+        |dev| match fault::on_submit(dev, queue.as_raw()) {
+            SubmitAction::Lost => vk::Result::ERROR_DEVICE_LOST,
+            SubmitAction::Swallow => vk::Result::SUCCESS,
+            SubmitAction::CallDown => {
+                let waiting = fault::pending_wait(dev).filter(|&cb| contains(cb));
+                let r = call_next(next(&dev.fns), call);
+                if let (vk::Result::SUCCESS, Some(cb)) = (r, waiting) {
+                    fault::wait_submitted(dev, cb, queue.as_raw());
+                }
+                r
             }
-            r
-        }
-    }
+        },
+    )
 }
 
 /// Whether `vkQueueSubmit` infos include `cb`.
@@ -565,21 +465,13 @@ fn submit(
 /// # Safety
 /// `p_submits` null or valid for `count` infos with valid command buffer arrays.
 unsafe fn submits_contain(count: u32, p_submits: *const vk::SubmitInfo<'_>, cb: u64) -> bool {
-    if p_submits.is_null() {
-        return false;
-    }
     // SAFETY: per the caller.
-    unsafe { std::slice::from_raw_parts(p_submits, count as usize) }
-        .iter()
-        .filter(|s| !s.p_command_buffers.is_null())
-        .any(|s| {
-            // SAFETY: per the caller.
-            unsafe {
-                std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
-            }
+    unsafe { array(p_submits, count) }.iter().any(|s| {
+        // SAFETY: per the caller.
+        unsafe { array(s.p_command_buffers, s.command_buffer_count) }
             .iter()
             .any(|c| c.as_raw() == cb)
-        })
+    })
 }
 
 /// Whether `vkQueueSubmit2` infos include `cb`.
@@ -587,95 +479,65 @@ unsafe fn submits_contain(count: u32, p_submits: *const vk::SubmitInfo<'_>, cb: 
 /// # Safety
 /// `p_submits` null or valid for `count` infos with valid command buffer info arrays.
 unsafe fn submits2_contain(count: u32, p_submits: *const vk::SubmitInfo2<'_>, cb: u64) -> bool {
-    if p_submits.is_null() {
-        return false;
-    }
     // SAFETY: per the caller.
-    unsafe { std::slice::from_raw_parts(p_submits, count as usize) }
-        .iter()
-        .filter(|s| !s.p_command_buffer_infos.is_null())
-        .any(|s| {
-            // SAFETY: per the caller.
-            unsafe {
-                std::slice::from_raw_parts(
-                    s.p_command_buffer_infos,
-                    s.command_buffer_info_count as usize,
-                )
-            }
+    unsafe { array(p_submits, count) }.iter().any(|s| {
+        // SAFETY: per the caller.
+        unsafe { array(s.p_command_buffer_infos, s.command_buffer_info_count) }
             .iter()
             .any(|c| c.command_buffer.as_raw() == cb)
-        })
-}
-
-pub(crate) unsafe extern "system" fn queue_submit(
-    queue: vk::Queue,
-    count: u32,
-    p_submits: *const vk::SubmitInfo<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    guard("vkQueueSubmit", vk::Result::ERROR_DEVICE_LOST, || {
-        // SAFETY: the application's valid submit infos.
-        let contains = |cb| unsafe { submits_contain(count, p_submits, cb) };
-        submit(queue, contains, |d| {
-            // SAFETY: forwarded unchanged.
-            d.fns
-                .queue_submit
-                .map(|f| unsafe { f(queue, count, p_submits, fence) })
-        })
     })
 }
 
-pub(crate) unsafe extern "system" fn queue_submit2(
-    queue: vk::Queue,
-    count: u32,
-    p_submits: *const vk::SubmitInfo2<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    guard("vkQueueSubmit2", vk::Result::ERROR_DEVICE_LOST, || {
-        // SAFETY: the application's valid submit infos.
-        let contains = |cb| unsafe { submits2_contain(count, p_submits, cb) };
-        submit(queue, contains, |d| {
-            let f = d.fns.queue_submit2.or(d.fns.queue_submit2_khr);
-            // SAFETY: forwarded unchanged.
-            f.map(|f| unsafe { f(queue, count, p_submits, fence) })
-        })
-    })
+/// `vkQueueBindSparse` holds no command buffers.
+///
+/// # Safety
+/// None: `unsafe` only to stand beside [`submits_contain`] in `submit_hook!`.
+unsafe fn binds_contain(_count: u32, _p_infos: *const vk::BindSparseInfo<'_>, _cb: u64) -> bool {
+    false
 }
 
-pub(crate) unsafe extern "system" fn queue_submit2_khr(
-    queue: vk::Queue,
-    count: u32,
-    p_submits: *const vk::SubmitInfo2<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    guard("vkQueueSubmit2KHR", vk::Result::ERROR_DEVICE_LOST, || {
-        // SAFETY: the application's valid submit infos.
-        let contains = |cb| unsafe { submits2_contain(count, p_submits, cb) };
-        submit(queue, contains, |d| {
-            let f = d.fns.queue_submit2_khr.or(d.fns.queue_submit2);
-            // SAFETY: forwarded unchanged.
-            f.map(|f| unsafe { f(queue, count, p_submits, fence) })
-        })
-    })
-}
-
-pub(crate) unsafe extern "system" fn queue_bind_sparse(
-    queue: vk::Queue,
-    count: u32,
-    p_infos: *const vk::BindSparseInfo<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    guard("vkQueueBindSparse", vk::Result::ERROR_DEVICE_LOST, || {
-        submit(
-            queue,
-            |_| false,
-            |d| {
+/// The submission hooks, each on [`submit`] with its name, its info type, how to find a command
+/// buffer in it, and its entry point (a command and, for a promoted one, its alias as a fallback).
+macro_rules! submit_hook {
+    ($name:literal, fn $hook:ident($info:ty, $contains:ident) => $($field:ident)|+) => {
+        pub(crate) unsafe extern "system" fn $hook(
+            queue: vk::Queue,
+            count: u32,
+            p_infos: *const $info,
+            fence: vk::Fence,
+        ) -> vk::Result {
+            submit(
+                $name,
+                queue,
+                // SAFETY: the application's valid submit infos.
+                |cb| unsafe { $contains(count, p_infos, cb) },
+                |f| None$(.or(f.$field))+,
                 // SAFETY: forwarded unchanged.
-                d.fns
-                    .queue_bind_sparse
-                    .map(|f| unsafe { f(queue, count, p_infos, fence) })
-            },
-        )
+                |next| unsafe { next(queue, count, p_infos, fence) },
+            )
+        }
+    };
+}
+
+submit_hook!("vkQueueSubmit", fn queue_submit(vk::SubmitInfo<'_>, submits_contain) => queue_submit);
+submit_hook!("vkQueueSubmit2", fn queue_submit2(vk::SubmitInfo2<'_>, submits2_contain) => queue_submit2 | queue_submit2_khr);
+submit_hook!("vkQueueSubmit2KHR", fn queue_submit2_khr(vk::SubmitInfo2<'_>, submits2_contain) => queue_submit2_khr | queue_submit2);
+submit_hook!("vkQueueBindSparse", fn queue_bind_sparse(vk::BindSparseInfo<'_>, binds_contain) => queue_bind_sparse);
+
+/// [`forward`] for a command that reports a loss: once the drill lost the device it answers
+/// `VK_ERROR_DEVICE_LOST` without calling down (checked before the entry point is taken).
+fn unless_lost<H: Handle + Copy, F>(
+    what: &str,
+    on_panic: vk::Result,
+    handle: H,
+    next: impl FnOnce(&DeviceFns) -> Option<F>,
+    body: impl FnOnce(&Arc<DeviceData>, F) -> vk::Result,
+) -> vk::Result {
+    on_device(what, on_panic, handle, |dev| {
+        if fault::is_lost(dev) {
+            return vk::Result::ERROR_DEVICE_LOST;
+        }
+        call_next(next(&dev.fns), |f| body(dev, f))
     })
 }
 
@@ -683,17 +545,10 @@ pub(crate) unsafe extern "system" fn queue_bind_sparse(
 macro_rules! lost_gate {
     ($name:literal, fn $hook:ident($h:ident : $ht:ty $(, $a:ident : $t:ty)*) => $($field:ident)|+) => {
         pub(crate) unsafe extern "system" fn $hook($h: $ht $(, $a: $t)*) -> vk::Result {
-            guard($name, vk::Result::ERROR_DEVICE_LOST, || {
-                let Some(dev) = dev_of($h) else { return NO_DEVICE };
-                if fault::is_lost(&dev) {
-                    return vk::Result::ERROR_DEVICE_LOST;
-                }
-                let next = None$(.or(dev.fns.$field))+;
-                match next {
-                    // SAFETY: forwarded unchanged.
-                    Some(f) => unsafe { f($h $(, $a)*) },
-                    None => NO_DEVICE,
-                }
+            let next = |f: &DeviceFns| None$(.or(f.$field))+;
+            unless_lost($name, vk::Result::ERROR_DEVICE_LOST, $h, next, |_, next| {
+                // SAFETY: forwarded unchanged.
+                unsafe { next($h $(, $a)*) }
             })
         }
     };
@@ -704,57 +559,48 @@ macro_rules! lost_gate {
 macro_rules! hang_wait {
     ($name:literal, fn $hook:ident($h:ident : $ht:ty $(, $a:ident : $t:ty)*; $timeout:ident) => $($field:ident)|+) => {
         pub(crate) unsafe extern "system" fn $hook($h: $ht $(, $a: $t)*, $timeout: u64) -> vk::Result {
-            guard($name, vk::Result::ERROR_DEVICE_LOST, || {
-                let Some(dev) = dev_of($h) else { return NO_DEVICE };
-                if fault::is_lost(&dev) {
-                    return vk::Result::ERROR_DEVICE_LOST;
-                }
-                let Some(f) = None$(.or(dev.fns.$field))+ else {
-                    return NO_DEVICE;
-                };
+            let next = |f: &DeviceFns| None$(.or(f.$field))+;
+            unless_lost($name, vk::Result::ERROR_DEVICE_LOST, $h, next, |dev, next| {
                 // SAFETY: forwarded unchanged but for a timeout no longer than the application's.
-                fault::wait_sliced(&dev, $timeout, |t| unsafe { f($h $(, $a)*, t) })
+                fault::wait_sliced(dev, $timeout, |t| unsafe { next($h $(, $a)*, t) })
             })
         }
     };
 }
 
-pub(crate) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
-    guard("vkQueueWaitIdle", vk::Result::ERROR_DEVICE_LOST, || {
-        let Some(dev) = dev_of(queue) else {
-            return NO_DEVICE;
-        };
-        if fault::is_lost(&dev) {
+/// `vkQueueWaitIdle` (`queue`) and `vkDeviceWaitIdle` (`None`): `VK_ERROR_DEVICE_LOST` once lost, and
+/// under `after-hang` blocked by hung work until the simulated reset (`fault::idle_blocked_by_hang`),
+/// both before the entry point is taken; else `call` with it.
+fn wait_idle<H: Handle + Copy, F>(
+    what: &str,
+    handle: H,
+    queue: Option<u64>,
+    next: impl FnOnce(&DeviceFns) -> Option<F>,
+    call: impl FnOnce(F) -> vk::Result,
+) -> vk::Result {
+    on_device(what, vk::Result::ERROR_DEVICE_LOST, handle, |dev| {
+        if fault::is_lost(dev) {
             return vk::Result::ERROR_DEVICE_LOST;
         }
-        if let Some(r) = fault::idle_blocked_by_hang(&dev, Some(queue.as_raw())) {
+        if let Some(r) = fault::idle_blocked_by_hang(dev, queue) {
             return r;
         }
-        match dev.fns.queue_wait_idle {
-            // SAFETY: forwarded unchanged.
-            Some(f) => unsafe { f(queue) },
-            None => NO_DEVICE,
-        }
+        call_next(next(&dev.fns), call)
     })
 }
 
+pub(crate) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
+    let next = |f: &DeviceFns| f.queue_wait_idle;
+    // SAFETY: forwarded unchanged.
+    let call = |f: vk::PFN_vkQueueWaitIdle| unsafe { f(queue) };
+    wait_idle("vkQueueWaitIdle", queue, Some(queue.as_raw()), next, call)
+}
+
 pub(crate) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
-    guard("vkDeviceWaitIdle", vk::Result::ERROR_DEVICE_LOST, || {
-        let Some(dev) = dev_of(device) else {
-            return NO_DEVICE;
-        };
-        if fault::is_lost(&dev) {
-            return vk::Result::ERROR_DEVICE_LOST;
-        }
-        if let Some(r) = fault::idle_blocked_by_hang(&dev, None) {
-            return r;
-        }
-        match dev.fns.device_wait_idle {
-            // SAFETY: forwarded unchanged.
-            Some(f) => unsafe { f(device) },
-            None => NO_DEVICE,
-        }
-    })
+    let next = |f: &DeviceFns| f.device_wait_idle;
+    // SAFETY: forwarded unchanged.
+    let call = |f: vk::PFN_vkDeviceWaitIdle| unsafe { f(device) };
+    wait_idle("vkDeviceWaitIdle", device, None, next, call)
 }
 
 hang_wait!("vkWaitForFences", fn wait_for_fences(device: vk::Device, count: u32, p_fences: *const vk::Fence, wait_all: vk::Bool32; timeout) => wait_for_fences);
@@ -774,13 +620,15 @@ pub(crate) unsafe extern "system" fn get_device_fault_info_ext(
     p_counts: *mut vk::DeviceFaultCountsEXT<'_>,
     p_info: *mut vk::DeviceFaultInfoEXT<'_>,
 ) -> vk::Result {
-    guard("vkGetDeviceFaultInfoEXT", vk::Result::ERROR_UNKNOWN, || {
-        let Some(dev) = dev_of(device) else {
-            return NO_DEVICE;
-        };
-        // SAFETY: arguments as the spec requires.
-        unsafe { fault::get_fault_info_ext(&dev, p_counts, p_info) }
-    })
+    on_device(
+        "vkGetDeviceFaultInfoEXT",
+        vk::Result::ERROR_UNKNOWN,
+        device,
+        |dev| {
+            // SAFETY: arguments as the spec requires.
+            unsafe { fault::get_fault_info_ext(dev, p_counts, p_info) }
+        },
+    )
 }
 
 pub(crate) unsafe extern "system" fn get_device_fault_reports_khr(
@@ -789,15 +637,13 @@ pub(crate) unsafe extern "system" fn get_device_fault_reports_khr(
     p_count: *mut u32,
     p_infos: *mut DeviceFaultInfoKHR,
 ) -> vk::Result {
-    guard(
+    on_device(
         "vkGetDeviceFaultReportsKHR",
         vk::Result::ERROR_UNKNOWN,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
+        device,
+        |dev| {
             // SAFETY: arguments as the spec requires.
-            unsafe { fault::get_fault_reports_khr(&dev, timeout, p_count, p_infos) }
+            unsafe { fault::get_fault_reports_khr(dev, timeout, p_count, p_infos) }
         },
     )
 }
@@ -806,15 +652,13 @@ pub(crate) unsafe extern "system" fn get_device_fault_debug_info_khr(
     device: vk::Device,
     p_info: *mut DeviceFaultDebugInfoKHR,
 ) -> vk::Result {
-    guard(
+    on_device(
         "vkGetDeviceFaultDebugInfoKHR",
         vk::Result::ERROR_UNKNOWN,
-        || {
-            let Some(dev) = dev_of(device) else {
-                return NO_DEVICE;
-            };
+        device,
+        |dev| {
             // SAFETY: arguments as the spec requires.
-            unsafe { fault::get_fault_debug_info_khr(&dev, p_info) }
+            unsafe { fault::get_fault_debug_info_khr(dev, p_info) }
         },
     )
 }

@@ -10,20 +10,16 @@ use crate::dispatch::{
     self, c_str, dispatch_key, AppInfo, DeviceData, DeviceFns, DeviceState, InstanceData,
     InstanceFns, Messenger, PhysicalInfo,
 };
+use crate::hook_steps::{known_instance, on_instance};
 use crate::log::guard;
 use crate::log::log_line;
 use crate::manifest::LAYER_NAME;
 use crate::state::extensions::{self, Provided};
 use crate::{chain, loader, native};
 
-/// One line for a hook called with an instance or physical device the layer does not know (the
-/// layer never guesses the instance, see `dispatch::instance_by_key`); `outcome` says what happened
-/// to the call.
-fn log_unknown(what: &str, outcome: &str) {
-    log_line(&format!(
-        "{what}: instance or physical device unknown to the layer; call {outcome}"
-    ));
-}
+/// What the instance-level hooks that return a `VkResult` answer after a panic of ours, as for an
+/// instance they do not know.
+const NO_INSTANCE: vk::Result = vk::Result::ERROR_INITIALIZATION_FAILED;
 
 fn opt_string(p: *const c_char) -> Option<String> {
     // SAFETY: Vulkan strings are null or NUL-terminated.
@@ -173,42 +169,34 @@ pub(crate) unsafe extern "system" fn enumerate_device_extension_properties(
     p_count: *mut u32,
     p_properties: *mut vk::ExtensionProperties,
 ) -> vk::Result {
-    guard(
-        "vkEnumerateDeviceExtensionProperties",
-        vk::Result::ERROR_INITIALIZATION_FAILED,
-        || {
-            // SAFETY: valid physical device handle.
-            let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
-                log_unknown("vkEnumerateDeviceExtensionProperties", "failed");
-                return vk::Result::ERROR_INITIALIZATION_FAILED;
-            };
-            // SAFETY: null or a C string.
-            match unsafe { c_str(p_layer_name) } {
-                Some(name) if name.to_bytes() == LAYER_NAME.as_bytes() => {
-                    // SAFETY: valid physical device.
-                    let (p, _) = unsafe { provided(&inst, physical) };
-                    // SAFETY: count/array per the spec.
-                    unsafe { extensions::write_properties(&p.properties(), p_count, p_properties) }
-                }
-                Some(_) => match inst.fns.enumerate_device_extension_properties {
-                    // SAFETY: forwarded unchanged.
-                    Some(next) => unsafe { next(physical, p_layer_name, p_count, p_properties) },
-                    None => vk::Result::ERROR_LAYER_NOT_PRESENT,
-                },
-                None => {
-                    // SAFETY: valid physical device.
-                    let mut all = match unsafe { driver_extensions(&inst, physical) } {
-                        Ok(list) => list,
-                        Err(e) => return e,
-                    };
-                    let ours = extensions::provided_for(inst.config.api, &all).properties();
-                    all.extend(ours);
-                    // SAFETY: count/array per the spec.
-                    unsafe { extensions::write_properties(&all, p_count, p_properties) }
-                }
+    let what = "vkEnumerateDeviceExtensionProperties";
+    on_instance(what, NO_INSTANCE, physical, |inst| {
+        // SAFETY: null or a C string.
+        match unsafe { c_str(p_layer_name) } {
+            Some(name) if name.to_bytes() == LAYER_NAME.as_bytes() => {
+                // SAFETY: valid physical device.
+                let (p, _) = unsafe { provided(inst, physical) };
+                // SAFETY: count/array per the spec.
+                unsafe { extensions::write_properties(&p.properties(), p_count, p_properties) }
             }
-        },
-    )
+            Some(_) => match inst.fns.enumerate_device_extension_properties {
+                // SAFETY: forwarded unchanged.
+                Some(next) => unsafe { next(physical, p_layer_name, p_count, p_properties) },
+                None => vk::Result::ERROR_LAYER_NOT_PRESENT,
+            },
+            None => {
+                // SAFETY: valid physical device.
+                let mut all = match unsafe { driver_extensions(inst, physical) } {
+                    Ok(list) => list,
+                    Err(e) => return e,
+                };
+                let ours = extensions::provided_for(inst.config.api, &all).properties();
+                all.extend(ours);
+                // SAFETY: count/array per the spec.
+                unsafe { extensions::write_properties(&all, p_count, p_properties) }
+            }
+        }
+    })
 }
 
 /// Calls `down` with the structures of the extensions the layer provides (`provided`) unlinked from
@@ -229,34 +217,19 @@ unsafe fn call_down_without_provided(head: *mut c_void, provided: Provided, down
     drop(unlinked);
 }
 
+/// `vkGetPhysicalDeviceFeatures2[KHR]` with the entry point `next`: the driver's features, then the
+/// provided extensions' own.
+///
+/// # Safety
+/// `physical` a valid physical device of `inst`; `p_features` null or a valid output chain.
 unsafe fn features2(
+    inst: &InstanceData,
+    next: Option<vk::PFN_vkGetPhysicalDeviceFeatures2>,
     physical: vk::PhysicalDevice,
     p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
-    khr: bool,
 ) {
-    // SAFETY: valid physical device handle.
-    let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
-        log_unknown(
-            if khr {
-                "vkGetPhysicalDeviceFeatures2KHR"
-            } else {
-                "vkGetPhysicalDeviceFeatures2"
-            },
-            "not forwarded",
-        );
-        return;
-    };
-    let next = if khr {
-        inst.fns
-            .get_physical_device_features2_khr
-            .or(inst.fns.get_physical_device_features2)
-    } else {
-        inst.fns
-            .get_physical_device_features2
-            .or(inst.fns.get_physical_device_features2_khr)
-    };
     // SAFETY: valid physical device.
-    let (p, _) = unsafe { provided(&inst, physical) };
+    let (p, _) = unsafe { provided(inst, physical) };
     if let Some(next) = next {
         // SAFETY: a valid (or null) output chain; the driver sees it without the provided
         // extensions' structures, which it does not know.
@@ -273,9 +246,13 @@ pub(crate) unsafe extern "system" fn get_physical_device_features2(
     physical: vk::PhysicalDevice,
     p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkGetPhysicalDeviceFeatures2", (), || unsafe {
-        features2(physical, p_features, false)
+    on_instance("vkGetPhysicalDeviceFeatures2", (), physical, |inst| {
+        let f = &inst.fns;
+        let next = f
+            .get_physical_device_features2
+            .or(f.get_physical_device_features2_khr);
+        // SAFETY: forwarded from the application.
+        unsafe { features2(inst, next, physical, p_features) }
     })
 }
 
@@ -283,40 +260,29 @@ pub(crate) unsafe extern "system" fn get_physical_device_features2_khr(
     physical: vk::PhysicalDevice,
     p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkGetPhysicalDeviceFeatures2KHR", (), || unsafe {
-        features2(physical, p_features, true)
+    on_instance("vkGetPhysicalDeviceFeatures2KHR", (), physical, |inst| {
+        let f = &inst.fns;
+        let next = f
+            .get_physical_device_features2_khr
+            .or(f.get_physical_device_features2);
+        // SAFETY: forwarded from the application.
+        unsafe { features2(inst, next, physical, p_features) }
     })
 }
 
+/// `vkGetPhysicalDeviceProperties2[KHR]` with the entry point `next`: the driver's properties, then
+/// the provided extensions' own.
+///
+/// # Safety
+/// `physical` a valid physical device of `inst`; `p_properties` null or a valid output chain.
 unsafe fn properties2(
+    inst: &InstanceData,
+    next: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
     physical: vk::PhysicalDevice,
     p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
-    khr: bool,
 ) {
-    // SAFETY: valid physical device handle.
-    let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
-        log_unknown(
-            if khr {
-                "vkGetPhysicalDeviceProperties2KHR"
-            } else {
-                "vkGetPhysicalDeviceProperties2"
-            },
-            "not forwarded",
-        );
-        return;
-    };
-    let next = if khr {
-        inst.fns
-            .get_physical_device_properties2_khr
-            .or(inst.fns.get_physical_device_properties2)
-    } else {
-        inst.fns
-            .get_physical_device_properties2
-            .or(inst.fns.get_physical_device_properties2_khr)
-    };
     // SAFETY: valid physical device.
-    let (p, _) = unsafe { provided(&inst, physical) };
+    let (p, _) = unsafe { provided(inst, physical) };
     if let Some(next) = next {
         // SAFETY: a valid (or null) output chain; the driver sees it without the provided
         // extensions' structures, which it does not know.
@@ -335,9 +301,13 @@ pub(crate) unsafe extern "system" fn get_physical_device_properties2(
     physical: vk::PhysicalDevice,
     p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkGetPhysicalDeviceProperties2", (), || unsafe {
-        properties2(physical, p_properties, false)
+    on_instance("vkGetPhysicalDeviceProperties2", (), physical, |inst| {
+        let f = &inst.fns;
+        let next = f
+            .get_physical_device_properties2
+            .or(f.get_physical_device_properties2_khr);
+        // SAFETY: forwarded from the application.
+        unsafe { properties2(inst, next, physical, p_properties) }
     })
 }
 
@@ -345,9 +315,13 @@ pub(crate) unsafe extern "system" fn get_physical_device_properties2_khr(
     physical: vk::PhysicalDevice,
     p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
 ) {
-    // SAFETY: forwarded from the application.
-    guard("vkGetPhysicalDeviceProperties2KHR", (), || unsafe {
-        properties2(physical, p_properties, true)
+    on_instance("vkGetPhysicalDeviceProperties2KHR", (), physical, |inst| {
+        let f = &inst.fns;
+        let next = f
+            .get_physical_device_properties2_khr
+            .or(f.get_physical_device_properties2);
+        // SAFETY: forwarded from the application.
+        unsafe { properties2(inst, next, physical, p_properties) }
     })
 }
 
@@ -377,9 +351,7 @@ unsafe fn create_device_inner(
     if p_create_info.is_null() || p_device.is_null() {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     }
-    // SAFETY: valid physical device handle.
-    let Some(inst) = (unsafe { dispatch::instance_of(physical) }) else {
-        log_unknown("vkCreateDevice", "failed");
+    let Some(inst) = known_instance("vkCreateDevice", physical, "failed") else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the loader's create info with our link node.
@@ -543,15 +515,11 @@ pub(crate) unsafe extern "system" fn create_debug_utils_messenger(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_messenger: *mut vk::DebugUtilsMessengerEXT,
 ) -> vk::Result {
-    guard(
+    on_instance(
         "vkCreateDebugUtilsMessengerEXT",
-        vk::Result::ERROR_INITIALIZATION_FAILED,
-        || {
-            // SAFETY: valid instance handle.
-            let Some(inst) = (unsafe { dispatch::instance_of(instance) }) else {
-                log_unknown("vkCreateDebugUtilsMessengerEXT", "failed");
-                return vk::Result::ERROR_INITIALIZATION_FAILED;
-            };
+        NO_INSTANCE,
+        instance,
+        |inst| {
             let Some(next) = inst.fns.create_debug_utils_messenger else {
                 return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
             };
@@ -605,12 +573,7 @@ pub(crate) unsafe extern "system" fn destroy_debug_utils_messenger(
     messenger: vk::DebugUtilsMessengerEXT,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    guard("vkDestroyDebugUtilsMessengerEXT", (), || {
-        // SAFETY: valid instance handle.
-        let Some(inst) = (unsafe { dispatch::instance_of(instance) }) else {
-            log_unknown("vkDestroyDebugUtilsMessengerEXT", "not forwarded");
-            return;
-        };
+    on_instance("vkDestroyDebugUtilsMessengerEXT", (), instance, |inst| {
         // Taking the write side waits for every binding-report delivery in flight (`messengers::emit`
         // holds the read side while it calls the application's callbacks); once the messenger is off
         // the list, no later delivery sees it. Released before calling down (locking order:

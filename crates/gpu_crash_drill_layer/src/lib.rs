@@ -23,6 +23,9 @@
 //!   binding events), `extensions` (what it provides), `commands` (command buffer tracking), `fault`
 //!   (what was injected);
 //! - `dispatch`: the next layer's entry points, the object maps, per-instance and per-device data;
+//! - `hook_steps`: the steps every hook opens with (run inside [`guard`], find the device or
+//!   instance, take the next layer's entry point, call it), so that each hook says only what it does
+//!   differently;
 //! - the hooked Vulkan concepts: `messengers` (binding reports delivered to the application),
 //!   `native` (the driver's own binding reports), `fault` (injection at submit and the fault
 //!   queries), `commands` (what the layer records into command buffers), `device` (memory, buffers,
@@ -44,6 +47,9 @@ mod state;
 
 // The dispatch table: the next layer's entry points and the object maps.
 mod dispatch;
+
+// The steps every hook opens with (guard, find the device or instance, call the next layer).
+mod hook_steps;
 
 // The hooked Vulkan concepts, each above those it uses.
 mod messengers;
