@@ -1,5 +1,5 @@
 //! Per-device fault state: what the drill injected ([`FaultRecord`]) and where the injection stands
-//! ([`FaultState`]); the decisions on it and the fault queries are in `fault.rs`.
+//! ([`FaultState`]); the decisions on it and the fault queries are in `fault/`.
 
 use std::ffi::c_char;
 use std::time::{Duration, Instant};
