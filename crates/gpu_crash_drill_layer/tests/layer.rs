@@ -1373,14 +1373,9 @@ fn case_after_rebind_timeout() {
     assert_eq!(c.address_info_count, 1);
 }
 
-fn case_bindings() {
-    let gpu = Gpu::new(Api::Ext, true);
-    MESSAGES.lock().unwrap().clear();
-    let mem = gpu.allocate(256 * 1024);
-    let (b1, s1) = gpu.buffer_in(1000, Some("first"), mem, 0);
-    let (b2, s2) = gpu.buffer_in(5000, None, mem, 65536);
-    gpu.name(b2, "second-late");
-    let image_info = vk::ImageCreateInfo::default()
+/// A 64x64 RGBA8 sampled image.
+fn sampled_image_info() -> vk::ImageCreateInfo<'static> {
+    vk::ImageCreateInfo::default()
         .image_type(vk::ImageType::TYPE_2D)
         .format(vk::Format::R8G8B8A8_UNORM)
         .extent(vk::Extent3D {
@@ -1391,7 +1386,17 @@ fn case_bindings() {
         .mip_levels(1)
         .array_layers(1)
         .samples(vk::SampleCountFlags::TYPE_1)
-        .usage(vk::ImageUsageFlags::SAMPLED);
+        .usage(vk::ImageUsageFlags::SAMPLED)
+}
+
+fn case_bindings() {
+    let gpu = Gpu::new(Api::Ext, true);
+    MESSAGES.lock().unwrap().clear();
+    let mem = gpu.allocate(256 * 1024);
+    let (b1, s1) = gpu.buffer_in(1000, Some("first"), mem, 0);
+    let (b2, s2) = gpu.buffer_in(5000, None, mem, 65536);
+    gpu.name(b2, "second-late");
+    let image_info = sampled_image_info();
     // SAFETY: valid device and create info.
     let image = unsafe { gpu.device.create_image(&image_info, None) }.unwrap();
     // SAFETY: valid image.
@@ -1494,18 +1499,7 @@ fn case_bindings2() {
     let buffer_info = vk::BufferCreateInfo::default()
         .size(1000)
         .usage(vk::BufferUsageFlags::STORAGE_BUFFER);
-    let image_info = vk::ImageCreateInfo::default()
-        .image_type(vk::ImageType::TYPE_2D)
-        .format(vk::Format::R8G8B8A8_UNORM)
-        .extent(vk::Extent3D {
-            width: 64,
-            height: 64,
-            depth: 1,
-        })
-        .mip_levels(1)
-        .array_layers(1)
-        .samples(vk::SampleCountFlags::TYPE_1)
-        .usage(vk::ImageUsageFlags::SAMPLED);
+    let image_info = sampled_image_info();
     // SAFETY: valid device and create infos.
     let (buffers, images) = unsafe {
         (
