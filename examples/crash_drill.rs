@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use bevy::prelude::*;
 use bevy::render::renderer::RenderDevice;
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{
     GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
 };
@@ -35,11 +36,14 @@ fn main() -> AppExit {
         .unwrap_or(Duration::from_secs(5));
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        hang_timeout,
-        // A drill hang must end the run once the report is on disk.
-        on_hang: OnHang::Exit(3),
-        application_name: Some("crash_drill".into()),
-        application_version: env!("CARGO_PKG_VERSION").into(),
+        settings: ReporterSettings {
+            hang_timeout,
+            // A drill hang must end the run once the report is on disk.
+            on_hang: OnHang::Exit(3),
+            application_name: Some("crash_drill".into()),
+            application_version: env!("CARGO_PKG_VERSION").into(),
+            ..default()
+        },
         ..default()
     });
     support::headless_vulkan(&mut app)

@@ -61,6 +61,7 @@ use std::time::Instant;
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{GpuCrashReporter, GpuCrashReporterPlugin};
 
 /// Buffers created (and, a frame later, destroyed) per frame.
@@ -167,7 +168,7 @@ fn main() -> AppExit {
         // the index's tables a sixteenth of their default size (the freed ring 0.35 instead of 5.6
         // MiB), so they compete less with the game's data for the caches.
         let small_index = std::env::var("FRAME_OVERHEAD_SMALL_INDEX").ok();
-        let defaults = GpuCrashReporterPlugin::default();
+        let defaults = ReporterSettings::default();
         let (max_live_bindings, max_freed_bindings, max_recent_events) =
             if small_index.as_deref() == Some("live") {
                 (
@@ -185,17 +186,24 @@ fn main() -> AppExit {
                 )
             };
         app.add_plugins(GpuCrashReporterPlugin {
-            max_live_bindings,
-            max_freed_bindings,
-            max_recent_events,
-            capture_address_bindings: args.plugin != 2,
-            gpu_breadcrumbs: args.plugin != 3,
-            application_name: Some("frame_overhead".into()),
-            binding_ring_capacity: std::env::var("FRAME_OVERHEAD_RING")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(GpuCrashReporterPlugin::default().binding_ring_capacity),
-            report_dir: Some(std::env::temp_dir().join("frame_overhead_reports")),
+            settings: ReporterSettings {
+                max_live_bindings,
+                max_freed_bindings,
+                max_recent_events,
+                capture_address_bindings: args.plugin != 2,
+                gpu_breadcrumbs: args.plugin != 3,
+                application_name: Some("frame_overhead".into()),
+                binding_ring_capacity: std::env::var("FRAME_OVERHEAD_RING")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(
+                        GpuCrashReporterPlugin::default()
+                            .settings
+                            .binding_ring_capacity,
+                    ),
+                report_dir: Some(std::env::temp_dir().join("frame_overhead_reports")),
+                ..default()
+            },
             ..default()
         });
     }

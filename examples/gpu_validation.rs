@@ -32,6 +32,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{BufferDescriptor, BufferUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::{Render, RenderApp, RenderSystems};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{
     GpuBreadcrumbs, GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
 };
@@ -131,10 +132,13 @@ fn main() -> AppExit {
     let mut app = App::new();
     if config.plugin {
         app.add_plugins(GpuCrashReporterPlugin {
-            hang_timeout: config.hang_timeout,
-            on_hang: OnHang::Exit(3),
-            application_name: Some("gpu_validation".into()),
-            application_version: env!("CARGO_PKG_VERSION").into(),
+            settings: ReporterSettings {
+                hang_timeout: config.hang_timeout,
+                on_hang: OnHang::Exit(3),
+                application_name: Some("gpu_validation".into()),
+                application_version: env!("CARGO_PKG_VERSION").into(),
+                ..default()
+            },
             ..default()
         });
     }

@@ -54,8 +54,8 @@ pub use gpu_crash_core;
 pub use gpu_crash_core::report;
 pub use gpu_crash_core::{
     game_data_dir, user_data_dir, BreadcrumbWriter, CrashLoopLimit, DeliverySettings, Dsn,
-    DsnError, FlushSummary, IndexedAssets, OnHang, Outbox, OutboxError, SessionTracking,
-    SettingsError, UploadConsent, UploadState, OUTBOX_DIR_NAME, REPORTS_DIR_NAME,
+    DsnError, FlushSummary, IndexedAssets, OnHang, Outbox, OutboxError, ReporterSettings,
+    SessionTracking, SettingsError, UploadConsent, UploadState, OUTBOX_DIR_NAME, REPORTS_DIR_NAME,
 };
 /// A cost measurement's switch (feature `cost-switches`; BENCHMARKS.md), not for games.
 #[cfg(feature = "cost-switches")]

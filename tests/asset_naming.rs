@@ -32,6 +32,7 @@ use bevy::render::slab_allocator::{Slab, SlabItemLayout};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::report::{AssetKind, CrashReport, FaultVerdict, ObjectState};
 use bevy_gpu_crash_reporter::GpuCrashReporterPlugin;
+use bevy_gpu_crash_reporter::ReporterSettings;
 
 /// Which case the child runs.
 const CASE_VAR: &str = "ASSET_NAMING_CASE";
@@ -415,7 +416,10 @@ fn child() {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets"));
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        application_name: Some("asset_naming".into()),
+        settings: ReporterSettings {
+            application_name: Some("asset_naming".into()),
+            ..default()
+        },
         ..default()
     })
     .add_plugins(common::headless_default_plugins().set(AssetPlugin {

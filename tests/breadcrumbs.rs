@@ -27,6 +27,7 @@ use bevy::render::RenderApp;
 use bevy_gpu_crash_reporter::report::{
     BreadcrumbState, CrashKind, CrashReport, FrameBreadcrumbs, GpuBreadcrumb,
 };
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{BreadcrumbWriter, GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(3);
@@ -316,9 +317,12 @@ fn child() {
     common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        hang_timeout: HANG_TIMEOUT,
-        on_hang: OnHang::Exit(3),
-        application_name: Some("breadcrumbs".into()),
+        settings: ReporterSettings {
+            hang_timeout: HANG_TIMEOUT,
+            on_hang: OnHang::Exit(3),
+            application_name: Some("breadcrumbs".into()),
+            ..default()
+        },
         ..default()
     })
     .add_plugins(common::headless_default_plugins())

@@ -17,6 +17,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict, ObjectState};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const CHILD_ENV: &str = "DRILL_POSTMORTEM_CHILD";
@@ -442,9 +443,12 @@ fn child_app() {
     common::use_runtime_dir();
     let exit = App::new()
         .add_plugins(GpuCrashReporterPlugin {
-            hang_timeout: Duration::from_secs(2),
-            on_hang: OnHang::Exit(3),
-            application_name: Some("drill_postmortem".into()),
+            settings: ReporterSettings {
+                hang_timeout: Duration::from_secs(2),
+                on_hang: OnHang::Exit(3),
+                application_name: Some("drill_postmortem".into()),
+                ..default()
+            },
             ..default()
         })
         .add_plugins(common::headless_default_plugins())

@@ -27,6 +27,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
@@ -182,10 +183,13 @@ fn child() {
     common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        application_name: Some("hang_then_loss".into()),
-        hang_timeout: HANG_TIMEOUT,
-        // A game that keeps waiting on a hang for the driver's reset, however long it takes.
-        on_hang: OnHang::KeepWaiting,
+        settings: ReporterSettings {
+            application_name: Some("hang_then_loss".into()),
+            hang_timeout: HANG_TIMEOUT,
+            // A game that keeps waiting on a hang for the driver's reset, however long it takes.
+            on_hang: OnHang::KeepWaiting,
+            ..default()
+        },
         ..default()
     })
     .add_plugins(common::headless_default_plugins())

@@ -31,6 +31,7 @@ use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::renderer::{RenderGraph, RenderGraphSystems};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(2);
@@ -545,13 +546,16 @@ fn child() {
     common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        hang_timeout: hang_timeout(),
-        on_hang: OnHang::Exit(3),
-        loss_wait_after_hang: std::env::var("TRUTH_LOSS_WAIT_MS")
-            .ok()
-            .and_then(|ms| ms.parse().ok())
-            .map_or(LOSS_WAIT, Duration::from_millis),
-        application_name: Some("hang_truth".into()),
+        settings: ReporterSettings {
+            hang_timeout: hang_timeout(),
+            on_hang: OnHang::Exit(3),
+            loss_wait_after_hang: std::env::var("TRUTH_LOSS_WAIT_MS")
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map_or(LOSS_WAIT, Duration::from_millis),
+            application_name: Some("hang_truth".into()),
+            ..default()
+        },
         ..default()
     });
     if mode == "rebind" {

@@ -19,6 +19,7 @@ use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
 use bevy_gpu_crash_reporter::GpuCrashReporterPlugin;
+use bevy_gpu_crash_reporter::ReporterSettings;
 use serde_json::Value;
 
 const CHILD_ENV: &str = "NON_FATAL_FAULTS_CHILD";
@@ -197,7 +198,10 @@ fn child() {
     common::use_runtime_dir();
     let exit = App::new()
         .add_plugins(GpuCrashReporterPlugin {
-            application_name: Some("non_fatal_faults".into()),
+            settings: ReporterSettings {
+                application_name: Some("non_fatal_faults".into()),
+                ..default()
+            },
             ..default()
         })
         .add_plugins(common::headless_default_plugins())

@@ -21,6 +21,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::CrashReport;
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{DeliverySettings, GpuCrashReporterPlugin};
 
 /// The per-frame buffer the drill frees and then writes into.
@@ -144,15 +145,18 @@ fn child() {
     common::use_runtime_dir();
     let mode = std::env::var("NOTHING_LOST_MODE").expect("NOTHING_LOST_MODE");
     let mut plugin = GpuCrashReporterPlugin {
-        application_name: Some("nothing_lost".into()),
+        settings: ReporterSettings {
+            application_name: Some("nothing_lost".into()),
+            ..default()
+        },
         ..default()
     };
     if mode == "nonsense-settings" {
-        plugin.hang_timeout = Duration::ZERO;
-        plugin.loss_wait_after_hang = Duration::MAX;
-        plugin.binding_ring_capacity = usize::MAX;
-        plugin.max_freed_bindings = usize::MAX;
-        plugin.delivery = DeliverySettings {
+        plugin.settings.hang_timeout = Duration::ZERO;
+        plugin.settings.loss_wait_after_hang = Duration::MAX;
+        plugin.settings.binding_ring_capacity = usize::MAX;
+        plugin.settings.max_freed_bindings = usize::MAX;
+        plugin.settings.delivery = DeliverySettings {
             upload_timeout: Duration::MAX,
             ..default()
         };

@@ -15,6 +15,7 @@ use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::{read_report, CrashKind, FaultVerdict, ObjectState};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{
     DeliverySettings, Dsn, GpuCrashReporter, GpuCrashReporterPlugin, GpuCrashReports, OnHang,
     UploadConsent,
@@ -80,17 +81,23 @@ fn child() {
     common::use_runtime_dir();
     let exit = App::new()
         .add_plugins(GpuCrashReporterPlugin {
-            hang_timeout: Duration::from_secs(2),
-            on_hang: OnHang::Exit(3),
-            application_name: Some("public_api".into()),
-            application_version: "1.0.0".into(),
-            // This game reads `GpuCrashReports` after `run` returns: it takes the exit path back
-            // (and the driver teardown risk that `end_process_after_loss` avoids).
-            end_process_after_loss: false,
-            delivery: DeliverySettings {
-                dsn_from_env: false,
-                upload_consent: UploadConsent::Granted,
-                ..DeliverySettings::new(Some(dsn), std::env::temp_dir().join("public_api_outbox"))
+            settings: ReporterSettings {
+                hang_timeout: Duration::from_secs(2),
+                on_hang: OnHang::Exit(3),
+                application_name: Some("public_api".into()),
+                application_version: "1.0.0".into(),
+                // This game reads `GpuCrashReports` after `run` returns: it takes the exit path back
+                // (and the driver teardown risk that `end_process_after_loss` avoids).
+                end_process_after_loss: false,
+                delivery: DeliverySettings {
+                    dsn_from_env: false,
+                    upload_consent: UploadConsent::Granted,
+                    ..DeliverySettings::new(
+                        Some(dsn),
+                        std::env::temp_dir().join("public_api_outbox"),
+                    )
+                },
+                ..default()
             },
             ..default()
         })

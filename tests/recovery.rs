@@ -22,6 +22,7 @@ use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy::render::settings::RenderCreation;
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{CrashLoopLimit, GpuCrashReporterPlugin};
 
 const SCRATCH: &str = "recovery_scratch";
@@ -406,16 +407,20 @@ fn child() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(CrashLoopLimit::default().max_uploads);
     let setting = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
-    let defaults = GpuCrashReporterPlugin::default();
+    let defaults = GpuCrashReporterPlugin::default().settings;
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        application_name: Some("recovery".into()),
-        crash_loop_limit: CrashLoopLimit {
-            max_uploads,
+        settings: ReporterSettings {
+            application_name: Some("recovery".into()),
+            crash_loop_limit: CrashLoopLimit {
+                max_uploads,
+                ..default()
+            },
+            max_live_bindings: setting("RECOVERY_MAX_LIVE").unwrap_or(defaults.max_live_bindings),
+            max_freed_bindings: setting("RECOVERY_MAX_FREED")
+                .unwrap_or(defaults.max_freed_bindings),
             ..default()
         },
-        max_live_bindings: setting("RECOVERY_MAX_LIVE").unwrap_or(defaults.max_live_bindings),
-        max_freed_bindings: setting("RECOVERY_MAX_FREED").unwrap_or(defaults.max_freed_bindings),
         ..default()
     })
     .add_plugins(common::headless_default_plugins())

@@ -23,6 +23,7 @@ use bevy::app::ScheduleRunnerPlugin;
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{DeliverySettings, Dsn, GpuCrashReporterPlugin, UploadConsent};
 use sentry::protocol::{EnvelopeItem, SessionStatus, SessionUpdate};
 use sentry::Envelope;
@@ -372,13 +373,16 @@ fn child() {
     let reports_dir = PathBuf::from(std::env::var("GPU_CRASH_REPORT_DIR").unwrap());
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        application_name: Some("release_health".into()),
-        application_version: "1.2.3".into(),
-        delivery: DeliverySettings {
-            dsn_from_env: false,
-            upload_consent: consent,
-            upload_timeout: Duration::from_secs(2),
-            ..DeliverySettings::new(Some(dsn), reports_dir.join("outbox"))
+        settings: ReporterSettings {
+            application_name: Some("release_health".into()),
+            application_version: "1.2.3".into(),
+            delivery: DeliverySettings {
+                dsn_from_env: false,
+                upload_consent: consent,
+                upload_timeout: Duration::from_secs(2),
+                ..DeliverySettings::new(Some(dsn), reports_dir.join("outbox"))
+            },
+            ..default()
         },
         ..default()
     })

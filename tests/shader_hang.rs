@@ -57,6 +57,7 @@ use bevy::shader::{Shader, ShaderRef};
 use bevy_gpu_crash_reporter::report::{
     CrashKind, CrashReport, PipelineKind, RunningBasis, RunningPipelines,
 };
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{GpuBreadcrumbs, GpuCrashReporterPlugin, OnHang};
 
 const HANG_TIMEOUT: Duration = Duration::from_secs(3);
@@ -189,12 +190,14 @@ fn a_shader_that_never_ends_is_reported_within_the_timeout_naming_its_stage() {
 /// ticks, the report on disk.)
 #[test]
 fn with_default_settings_a_shader_that_never_ends_is_reported_though_the_submit_blocks() {
-    let timeout = GpuCrashReporterPlugin::default().hang_timeout;
+    let timeout = GpuCrashReporterPlugin::default().settings.hang_timeout;
     let dir = common::scratch_dir("shader-hang-defaults");
     let reports_dir = dir.join("reports");
     let mut command = common::child_command(&reports_dir, None);
     command.env(DEFAULTS_VAR, "1");
-    let grace = GpuCrashReporterPlugin::default().loss_wait_after_hang;
+    let grace = GpuCrashReporterPlugin::default()
+        .settings
+        .loss_wait_after_hang;
     let (status, log, forever_at, ended_after_report) =
         run_child_until_it_ends(command, &reports_dir, timeout, grace);
     let forever_at = forever_at.unwrap_or_else(|| panic!("the child never looped forever: {log}"));
@@ -493,16 +496,22 @@ fn child() {
     let reporter = if std::env::var_os(DEFAULTS_VAR).is_some() {
         // What a game gets from one line: the default timeout, and the game waits on a hang.
         GpuCrashReporterPlugin {
-            application_name: Some("shader_hang".into()),
+            settings: ReporterSettings {
+                application_name: Some("shader_hang".into()),
+                ..default()
+            },
             ..default()
         }
     } else {
         GpuCrashReporterPlugin {
-            hang_timeout: HANG_TIMEOUT,
-            on_hang: OnHang::Exit(3),
-            loss_wait_after_hang: Duration::from_secs(1),
-            application_name: Some("shader_hang".into()),
-            gpu_breadcrumbs: std::env::var("SHADER_HANG_BREADCRUMBS").as_deref() != Ok("off"),
+            settings: ReporterSettings {
+                hang_timeout: HANG_TIMEOUT,
+                on_hang: OnHang::Exit(3),
+                loss_wait_after_hang: Duration::from_secs(1),
+                application_name: Some("shader_hang".into()),
+                gpu_breadcrumbs: std::env::var("SHADER_HANG_BREADCRUMBS").as_deref() != Ok("off"),
+                ..default()
+            },
             ..default()
         }
     };

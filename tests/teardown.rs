@@ -19,6 +19,7 @@ use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::RenderDevice;
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict, ObjectState};
 use bevy_gpu_crash_reporter::GpuCrashReporterPlugin;
+use bevy_gpu_crash_reporter::ReporterSettings;
 
 /// Buffers of the level besides the terrain: more than the 65,536 freed ranges the index keeps.
 const LEVEL_CHUNKS: usize = 100_000;
@@ -91,10 +92,13 @@ fn child() {
     common::use_runtime_dir();
     let mut app = App::new();
     app.add_plugins(GpuCrashReporterPlugin {
-        application_name: Some("teardown".into()),
-        hang_timeout: HANG_TIMEOUT,
-        // The teardown is one burst of 100,000 unbinds: room for it between two drains.
-        binding_ring_capacity: 1 << 18,
+        settings: ReporterSettings {
+            application_name: Some("teardown".into()),
+            hang_timeout: HANG_TIMEOUT,
+            // The teardown is one burst of 100,000 unbinds: room for it between two drains.
+            binding_ring_capacity: 1 << 18,
+            ..default()
+        },
         ..default()
     })
     .add_plugins(common::headless_default_plugins())

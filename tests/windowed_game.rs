@@ -52,6 +52,7 @@ use bevy::render::{Render, RenderApp, RenderPlugin, RenderSystems};
 use bevy::window::{WindowCloseRequested, WindowResized, WindowResolution};
 use bevy::winit::{UpdateMode, WinitPlugin, WinitSettings};
 use bevy_gpu_crash_reporter::report::{CrashKind, CrashReport, FaultVerdict, ObjectState};
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{
     DeliverySettings, Dsn, GpuCrashReporter, GpuCrashReporterPlugin, OnHang,
 };
@@ -834,7 +835,7 @@ fn closing_the_window_during_a_hang_keeps_the_report_and_ends_the_session_crashe
             .unwrap()
             .port()
     );
-    let defaults = GpuCrashReporterPlugin::default();
+    let defaults = GpuCrashReporterPlugin::default().settings;
     for on_hang in ["default", "keep-waiting"] {
         let reports_dir = dir.join(on_hang).join("reports");
         let (report, log, ended) = hang_and_close(&reports_dir, &xvfb, &dsn, on_hang);
@@ -952,7 +953,7 @@ fn hang_and_close(
     // How long the player waits before the window manager's "Force Quit": long enough for the
     // default `OnHang::Exit` (the report at `hang_timeout`, then `loss_wait_after_hang`), with
     // some seconds to spare; a game that keeps waiting never ends by itself, 10 s are enough.
-    let defaults = GpuCrashReporterPlugin::default();
+    let defaults = GpuCrashReporterPlugin::default().settings;
     let patience = match on_hang {
         "keep-waiting" => Duration::from_secs(10),
         _ => defaults.hang_timeout + defaults.loss_wait_after_hang + Duration::from_secs(6),
@@ -1041,17 +1042,20 @@ fn child() {
     let mode = std::env::var(MODE_VAR).expect("WINDOWED_GAME_MODE");
     let headless = std::env::var_os(HEADLESS_VAR).is_some();
     let mut reporter = GpuCrashReporterPlugin {
-        application_name: Some("windowed_game".into()),
-        application_version: VERSION.into(),
+        settings: ReporterSettings {
+            application_name: Some("windowed_game".into()),
+            application_version: VERSION.into(),
+            ..default()
+        },
         ..default()
     };
     if std::env::var(ON_HANG_VAR).as_deref() == Ok("keep-waiting") {
-        reporter.on_hang = OnHang::KeepWaiting;
+        reporter.settings.on_hang = OnHang::KeepWaiting;
     }
     if let Ok(dsn) = std::env::var(DSN_VAR) {
         let dsn: Dsn = dsn.parse().expect("a valid DSN");
         let reports_dir = PathBuf::from(std::env::var("GPU_CRASH_REPORT_DIR").unwrap());
-        reporter.delivery = DeliverySettings {
+        reporter.settings.delivery = DeliverySettings {
             dsn_from_env: false,
             upload_timeout: Duration::from_secs(2),
             ..DeliverySettings::new(Some(dsn), reports_dir.join("outbox"))

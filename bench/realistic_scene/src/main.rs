@@ -56,7 +56,9 @@ use bevy::light::CascadeShadowConfigBuilder;
 use bevy::prelude::*;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages};
 use bevy::render::renderer::{RenderAdapterInfo, RenderDevice};
-use bevy_gpu_crash_reporter::{GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin};
+use bevy_gpu_crash_reporter::{
+    GpuCrashCapabilities, GpuCrashReporter, GpuCrashReporterPlugin, ReporterSettings,
+};
 use support::frame_timing::{
     self, median, process_cpu_time, thread_cpu_times, wait_for_gpu, FrameTimes, RunResult,
     ThreadCpu,
@@ -190,11 +192,14 @@ fn main() -> AppExit {
     if args.plugin != 0 {
         // Before DefaultPlugins: the plugin hooks the creation of the Vulkan instance and device.
         app.add_plugins(GpuCrashReporterPlugin {
-            gpu_breadcrumbs: args.plugin != 3,
-            capture_address_bindings: args.plugin != 2,
+            settings: ReporterSettings {
+                gpu_breadcrumbs: args.plugin != 3,
+                capture_address_bindings: args.plugin != 2,
+                application_name: Some("realistic_scene".into()),
+                report_dir: Some(std::env::temp_dir().join("realistic_scene_reports")),
+                ..default()
+            },
             name_assets: args.plugin != 6,
-            application_name: Some("realistic_scene".into()),
-            report_dir: Some(std::env::temp_dir().join("realistic_scene_reports")),
             ..default()
         });
     }

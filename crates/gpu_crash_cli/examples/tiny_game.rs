@@ -25,6 +25,7 @@ use bevy::render::render_resource::{
 };
 use bevy::render::renderer::RenderDevice;
 use bevy::window::ExitCondition;
+use bevy_gpu_crash_reporter::ReporterSettings;
 use bevy_gpu_crash_reporter::{DeliverySettings, GpuCrashReporterPlugin, OnHang};
 
 fn main() -> AppExit {
@@ -41,14 +42,17 @@ fn main() -> AppExit {
     // reporter changes (tests/clean_exit.rs).
     if std::env::var_os("TINY_GAME_NO_REPORTER").is_none_or(|v| v != "1") {
         app.add_plugins(GpuCrashReporterPlugin {
-            hang_timeout: Duration::from_secs(2),
-            on_hang: OnHang::Exit(3),
-            delivery: match std::env::var_os("TINY_GAME_OUTBOX") {
-                Some(outbox_dir) => DeliverySettings {
-                    outbox_dir: outbox_dir.into(),
-                    ..default()
+            settings: ReporterSettings {
+                hang_timeout: Duration::from_secs(2),
+                on_hang: OnHang::Exit(3),
+                delivery: match std::env::var_os("TINY_GAME_OUTBOX") {
+                    Some(outbox_dir) => DeliverySettings {
+                        outbox_dir: outbox_dir.into(),
+                        ..default()
+                    },
+                    None => default(),
                 },
-                None => default(),
+                ..default()
             },
             ..default()
         });

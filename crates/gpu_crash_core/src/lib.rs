@@ -84,7 +84,7 @@ pub use assets::{
     AssetKey, AssetMap, AssetName, AssetUsers, ImageTenant, ListedUsers, MeshData, MeshTenant,
     MeshUser, SharedAssetMap, Stamp,
 };
-pub use crash::{BreadcrumbRecorder, Mark, OnHang, WrittenReports};
+pub use crash::{BreadcrumbRecorder, Mark, WrittenReports};
 pub use data_dir::{game_data_dir, user_data_dir, OUTBOX_DIR_NAME, REPORTS_DIR_NAME};
 pub use deliver::{
     envelope_report_id, outbox_dir_of, session_files, CrashLoopLimit, DeliverySettings, Dsn,
@@ -98,7 +98,7 @@ pub use pipelines::{
 };
 pub use progress::{FRAME_LABEL, PRE_CAMERA_LABEL};
 pub use reporter::{AttachedDevice, CrashReporter, IndexedAssets, StartError};
-pub use settings::{ReporterSettings, SettingsError};
+pub use settings::{OnHang, ReporterSettings, SettingsError};
 pub use vulkan::markers::BreadcrumbWriter;
 pub use vulkan::texture::{image_placement, ImagePlacement};
 pub use vulkan::{FaultFeatures, GpuCrashCapabilities, ProbeError};

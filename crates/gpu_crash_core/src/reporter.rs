@@ -127,10 +127,7 @@ impl CrashReporter {
             CrashSettings {
                 report_dir,
                 application,
-                hang_timeout: settings.hang_timeout,
-                on_hang: settings.on_hang,
-                loss_wait_after_hang: settings.loss_wait_after_hang,
-                end_process_after_loss: settings.end_process_after_loss,
+                chosen: settings,
             },
             delivery,
         );
@@ -233,7 +230,7 @@ impl CrashReporter {
         if watchdog.is_some() {
             return;
         }
-        let hang_timeout = self.crash.settings.hang_timeout;
+        let hang_timeout = self.crash.settings.chosen.hang_timeout;
         let tick = (hang_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
         let handling = self.crash.clone();
         let indexer = self.crash.indexer.clone();
@@ -431,7 +428,7 @@ impl CrashReporter {
     /// Whether to end the process once the loss report is done when the application quits on a
     /// loss (see [`ReporterSettings::end_process_after_loss`]).
     pub fn end_process_after_loss(&self) -> bool {
-        self.crash.settings.end_process_after_loss
+        self.crash.settings.chosen.end_process_after_loss
     }
 
     /// Ends the process now with `code`, without exit handlers (see

@@ -5,61 +5,97 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::crash::OnHang;
 use crate::deliver::CrashLoopLimit;
 use crate::deliver::DeliverySettings;
 use crate::index::IndexSettings;
 
-/// The reporter's settings. Bevy's `GpuCrashReporterPlugin` has the same fields (and documents
-/// each); a wgpu application fills this directly.
+/// The reporter's settings: the one place each setting is declared and documented. A wgpu
+/// application fills this and passes it to [`crate::CrashReporter::start`]; Bevy's
+/// `GpuCrashReporterPlugin` holds it as its `settings` field. [`ReporterSettings::validated`] runs
+/// once, at start, and every part then reads the validated copy.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpu_crash_core::{OnHang, ReporterSettings};
+///
+/// let settings = ReporterSettings {
+///     hang_timeout: Duration::from_secs(3),
+///     on_hang: OnHang::Exit(OnHang::DEFAULT_EXIT_CODE),
+///     application_version: "1.4.2".into(),
+///     ..ReporterSettings::default()
+/// };
+/// let (used, errors) = settings.validated();
+/// assert!(errors.is_empty());
+/// assert_eq!(used.hang_timeout, Duration::from_secs(3));
+/// ```
 #[derive(Clone, Debug)]
 pub struct ReporterSettings {
     /// Enable `VK_EXT_device_address_binding_report` where offered and record every GPU address
-    /// range bound and unbound, so a faulting address can be named. Default: `true`.
+    /// range that is bound and unbound, so a faulting address can be named. Default: `true`.
     pub capture_address_bindings: bool,
-    /// Enable `VK_EXT_device_fault` / `VK_KHR_device_fault` (+ `VK_KHR_shader_abort`) where
-    /// offered. Default: `true`.
+    /// Enable `VK_EXT_device_fault` / `VK_KHR_device_fault` (+ `VK_KHR_shader_abort`) where offered,
+    /// so a device loss comes with fault addresses and vendor data. Default: `true`.
     pub device_fault: bool,
-    /// Binding events the lock-free ring holds between two drains (rounded up to a power of two).
-    /// Default: 32,768.
+    /// Binding events the lock-free ring holds between two drains (rounded up to a power of two;
+    /// 128 bytes each). Events beyond it are counted as dropped. Default: 32,768 (4 MiB).
     pub binding_ring_capacity: usize,
-    /// Live GPU address ranges indexed. Default: 262,144.
+    /// Live GPU address ranges indexed; binds beyond it are counted, not stored. Default: 262,144,
+    /// sized for a game (the index takes 29.3 MiB at the defaults; BENCHMARKS.md says why).
     pub max_live_bindings: usize,
-    /// Recently freed ranges kept for use-after-free verdicts. Default: 65,536.
+    /// Recently freed ranges kept for use-after-free verdicts (D3D12 DRED keeps 65,536). Default:
+    /// 65,536.
     pub max_freed_bindings: usize,
     /// Most recent binding events kept for breadcrumbs. Default: 4,096.
     pub max_recent_events: usize,
-    /// Where crash reports are written (`GPU_CRASH_REPORT_DIR` overrides it); `None`: a
-    /// per-application data directory.
+    /// Where crash reports are written. The environment variable `GPU_CRASH_REPORT_DIR` overrides
+    /// it; `None` means a per-application data directory (e.g.
+    /// `~/.local/share/<app>/gpu-crash-reports`).
     pub report_dir: Option<PathBuf>,
-    /// How long submitted GPU work may stay incomplete before the watchdog writes a `gpu_hang`
-    /// report. Default: 5 s.
+    /// How long submitted GPU work may stay incomplete, with the device not reported lost, before
+    /// the watchdog writes a `gpu_hang` report. Default: 5 s.
     pub hang_timeout: Duration,
     /// What to do once a hang report is on disk. Default: end the process with
     /// [`OnHang::DEFAULT_EXIT_CODE`] once the driver has had `loss_wait_after_hang` to reset the
     /// device ([`OnHang::default`] says why).
     pub on_hang: OnHang,
     /// With [`OnHang::Exit`], how long to wait after the hang report for the device loss a
-    /// driver's own lockup timeout may bring. Default: 10 s.
+    /// driver's own lockup timeout may bring (amdgpu resets after 10 s, NVIDIA on Linux about 18 s
+    /// after the hang began), with the fault addresses the hang report could not have, before the
+    /// process ends; a GPU that finishes work again in that time ends nothing. Nothing else waits
+    /// for it: the hang report is written and sent at once, and a loss of the same device that
+    /// comes while the game still runs rewrites that report and joins its Sentry issue. At most 10
+    /// minutes. Default: 10 s.
     pub loss_wait_after_hang: Duration,
-    /// When the application quits on a device loss, end the process as soon as the loss report is
-    /// done, without exit handlers (which would tear the driver down under threads still inside
-    /// it). Default: `true`.
+    /// When the application quits because its device was lost (Bevy's default
+    /// `RenderErrorHandler` does), end the process as soon as the loss report is on disk and its
+    /// upload done (or timed out), with the application's exit code, without running exit
+    /// handlers. Exit handlers and the engine's teardown would tear the driver down under threads
+    /// still inside it (Bevy's pipeline compiler on NVIDIA: a SIGSEGV after the report, a second
+    /// crash dialog for the player). `false` lets the application exit its own way (e.g. to save
+    /// the game after a loss). Default: `true`.
     pub end_process_after_loss: bool,
-    /// Enable `VK_AMD_buffer_marker` where offered and record breadcrumbs. Default: `true`.
+    /// Enable `VK_AMD_buffer_marker` where offered and mark the start and end of each render stage
+    /// (Bevy: each camera's), so a report says which stage the GPU was in. Default: `true`. In Bevy
+    /// it costs a command buffer per stage boundary of each camera, plus one at the frame's start
+    /// (6 a frame with one 3D camera, whatever the shadowed lights): ×1.004 frame time, ×0.996 CPU
+    /// in BENCHMARKS.md's realistic scene on an H200 (batch 17). `false` keeps the hang watchdog
+    /// and its frame markers, and a hang report then names the frame, not the stage.
     pub gpu_breadcrumbs: bool,
-    /// Uploads of one crash per window in a crash loop. Default: 3 per 10 minutes.
+    /// A crash loop (a renderer that recovers and crashes again) uploads at most this many reports
+    /// of one kind per window; the rest are counted in the next upload. Default: 3 per 10 minutes.
     pub crash_loop_limit: CrashLoopLimit,
     /// Application name for reports and the default report directory; `None`: the executable's
     /// name.
     pub application_name: Option<String>,
-    /// Application version for reports and the Sentry release. Default: empty.
+    /// Application version for reports and the Sentry release (`name@version`). Default: empty.
     pub application_version: String,
-    /// The engine reports name (Bevy's plugin says "Bevy" and its version). Default: "wgpu".
+    /// The engine reports name. Default: "wgpu"; Bevy's plugin always sets "Bevy" and its version.
     pub engine_name: String,
     /// The engine's version. Default: empty.
     pub engine_version: String,
-    /// Sentry delivery.
+    /// Sentry delivery: DSN (or the `SENTRY_DSN` environment variable), release, environment,
+    /// player consent, privacy switches, upload timeout, outbox bounds. Without a DSN, reports
+    /// stay on disk and the log says where. The outbox defaults to `<report dir>/outbox`.
     pub delivery: DeliverySettings,
 }
 
@@ -86,6 +122,36 @@ impl Default for ReporterSettings {
             engine_version: String::new(),
             delivery: DeliverySettings::default(),
         }
+    }
+}
+
+/// What the watchdog does once a hang report is safely on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnHang {
+    /// Keep the game running (it may recover, or the player may wait).
+    KeepWaiting,
+    /// After the report, give the driver `loss_wait_after_hang` to reset the device (a loss in that
+    /// time joins the report, with whatever fault addresses it brings), then exit the process with
+    /// this code: a hung GPU rarely recovers, and a game frozen forever is worse than a crash the
+    /// player can restart from.
+    Exit(i32),
+}
+
+impl OnHang {
+    /// The exit code of [`OnHang::default`]: 75, `EX_TEMPFAIL` of BSD's `sysexits.h` ("a temporary
+    /// failure; the user is invited to retry"). Not a panic's 101, an abort's 134 (3 on Windows) or
+    /// a signal's, so a launcher or a player's log tells a GPU hang from the game's own crash.
+    pub const DEFAULT_EXIT_CODE: i32 = 75;
+}
+
+/// What a shipped game wants: the report first, then, after `loss_wait_after_hang` (10 s) for the
+/// driver's reset, the process ends with [`OnHang::DEFAULT_EXIT_CODE`]. Drivers document resetting
+/// a hung GPU after 2 s (Windows' TDR) or 10 s (amdgpu's lockup timeout); NVIDIA on Linux lost the
+/// device 13.5 s after the report of a hang in a pass, and never, in 8 minutes, for a runaway
+/// shader (docs/driver-facts.md): waiting on the driver can freeze the game for good.
+impl Default for OnHang {
+    fn default() -> Self {
+        OnHang::Exit(Self::DEFAULT_EXIT_CODE)
     }
 }
 

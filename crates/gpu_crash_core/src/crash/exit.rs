@@ -1,34 +1,4 @@
-//! What happens to the process after a hang report: keep waiting, or end it at once.
-
-/// What the watchdog does once a hang report is safely on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnHang {
-    /// Keep the game running (it may recover, or the player may wait).
-    KeepWaiting,
-    /// After the report, give the driver `loss_wait_after_hang` to reset the device (a loss in that
-    /// time joins the report, with whatever fault addresses it brings), then exit the process with
-    /// this code: a hung GPU rarely recovers, and a game frozen forever is worse than a crash the
-    /// player can restart from.
-    Exit(i32),
-}
-
-impl OnHang {
-    /// The exit code of [`OnHang::default`]: 75, `EX_TEMPFAIL` of BSD's `sysexits.h` ("a temporary
-    /// failure; the user is invited to retry"). Not a panic's 101, an abort's 134 (3 on Windows) or
-    /// a signal's, so a launcher or a player's log tells a GPU hang from the game's own crash.
-    pub const DEFAULT_EXIT_CODE: i32 = 75;
-}
-
-/// What a shipped game wants: the report first, then, after `loss_wait_after_hang` (10 s) for the
-/// driver's reset, the process ends with [`OnHang::DEFAULT_EXIT_CODE`]. Drivers document resetting
-/// a hung GPU after 2 s (Windows' TDR) or 10 s (amdgpu's lockup timeout); NVIDIA on Linux lost the
-/// device 13.5 s after the report of a hang in a pass, and never, in 8 minutes, for a runaway
-/// shader (docs/driver-facts.md): waiting on the driver can freeze the game for good.
-impl Default for OnHang {
-    fn default() -> Self {
-        OnHang::Exit(Self::DEFAULT_EXIT_CODE)
-    }
-}
+//! Ending the process at once after a hang or a loss report ([`crate::settings::OnHang`] says when).
 
 /// Ends the process at once with `code`, without running exit handlers: after a GPU hang other
 /// threads are inside the driver, and tearing it down under them crashed (exit 139 on the H200).

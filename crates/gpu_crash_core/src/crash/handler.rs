@@ -26,7 +26,7 @@ use sentry::protocol::SessionStatus;
 use tracing::{info, warn};
 
 use super::earlier_hang;
-use super::exit::{exit_now, OnHang};
+use super::exit::exit_now;
 use super::hang_then_loss::ReportedHang;
 use super::loss_turns::{IndexOnLostDevice, LossClaim, LossTurns};
 use super::session::{DeviceSession, DeviceSessions, LossStart};
@@ -39,6 +39,7 @@ use crate::index::{allocator_names, AddressIndex};
 use crate::progress::Stall;
 use crate::report::{self as report_model, CrashContext};
 use crate::report::{ApplicationInfo, CrashKind, CrashReport};
+use crate::settings::{OnHang, ReporterSettings};
 use crate::time_box::with_timeout;
 use crate::vulkan::fault::{FaultQueryError, RawFaultInfo};
 use crate::vulkan::{GpuCrashCapabilities, VideoMemoryReading};
@@ -70,21 +71,17 @@ const NO_FRAME_COMPLETED_NOTE: &str =
      an earlier process's endless shader kept the GPU busy for minutes after that process ended); \
      if an earlier run reported a hang shortly before, this report may be its consequence";
 
-/// How the crash path reports and what it does after: the settings it was started with.
+/// How the crash path reports and what it does after: the settings it was started with, and
+/// what start resolved from them.
 #[derive(Clone, Debug)]
 pub(crate) struct CrashSettings {
-    /// Where reports are written.
+    /// Where reports are written (the setting, the environment and the data folder resolved).
     pub report_dir: PathBuf,
     /// The application, as reports name it.
     pub application: ApplicationInfo,
-    /// A stall this long is a hang.
-    pub hang_timeout: Duration,
-    /// What to do once a hang report is on disk.
-    pub on_hang: OnHang,
-    /// With [`OnHang::Exit`], how long to wait for the loss a hang may become.
-    pub loss_wait_after_hang: Duration,
-    /// End the process once the loss report is done when the app quits on a loss.
-    pub end_process_after_loss: bool,
+    /// The reporter's settings, validated once at start and read as they are here (hang timeout,
+    /// what to do after a hang or a loss): no part keeps copies of single fields.
+    pub chosen: ReporterSettings,
 }
 
 /// What the crash path needs, shared by the loss handler, the watchdog thread and the panic hook.
@@ -253,11 +250,11 @@ impl CrashHandling {
         if let (Some(delivery), Some(id)) = (delivery, id) {
             guarded("hang upload", || self.delivery.send(delivery, &id));
         }
-        if let OnHang::Exit(code) = self.settings.on_hang {
+        if let OnHang::Exit(code) = self.settings.chosen.on_hang {
             // A driver may still turn the hang into a loss with fault addresses: give it
             // `loss_wait_after_hang`, and its report the time it takes, before the process ends.
             // A GPU that catches up in that time (a long stall, not a hang) ends nothing.
-            match wait_out_the_hang(session, self.settings.loss_wait_after_hang) {
+            match wait_out_the_hang(session, self.settings.chosen.loss_wait_after_hang) {
                 AfterHang::Lost => {
                     session.wait_for_loss_report(REPORT_BOUND + WAIT_MARGIN);
                 }
@@ -371,7 +368,7 @@ impl CrashHandling {
                 &index,
                 stall,
                 submitted_at,
-                self.settings.hang_timeout,
+                self.settings.chosen.hang_timeout,
                 watchdog_timeout,
             );
             if no_frame_finished {
@@ -450,6 +447,7 @@ impl CrashHandling {
         if let Some(session) = self.sessions.current() {
             let bound = self
                 .settings
+                .chosen
                 .hang_timeout
                 .saturating_add(REPORT_BOUND)
                 .saturating_add(WAIT_MARGIN);

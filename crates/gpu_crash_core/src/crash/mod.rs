@@ -19,7 +19,6 @@ mod written;
 
 pub use breadcrumbs::{BreadcrumbRecorder, Mark};
 pub(crate) use exit::exit_now;
-pub use exit::OnHang;
 pub(crate) use fault_watch::start as start_fault_watch;
 pub(crate) use handler::{CrashHandling, CrashSettings};
 pub(crate) use session::{DeviceCallbacks, DeviceSessions};

@@ -148,7 +148,11 @@ fn report_if_lost(message: &str) -> Option<CrashHandling> {
         .ok()
         .and_then(|current| current.clone())?;
     let session = crash.sessions.current()?;
-    let end_with = crash.settings.end_process_after_loss.then(|| crash.clone());
+    let end_with = crash
+        .settings
+        .chosen
+        .end_process_after_loss
+        .then(|| crash.clone());
     if session.is_lost() {
         // Already reported (or being reported): wgpu's "Parent device is lost" on a call the
         // application made after the loss.
