@@ -297,6 +297,10 @@ pub(crate) struct Config {
     /// stuck in its fault query does (a reporter must not stall the game behind it); with `:hung`
     /// only while the device is not lost (a hang report's query), with `:lost` only once it is.
     pub fault_query_delay: Option<QueryDelay>,
+    /// `GPU_CRASH_DRILL_MEMORY_BUDGET=<bytes>` (decimal or `0x` hex): where the layer provides
+    /// `VK_EXT_memory_budget`, each heap's budget is at most this many bytes (else the heap's
+    /// size), so an application's real usage can pass 95% of it without filling the machine.
+    pub memory_budget: Option<u64>,
 }
 
 /// A slow fault query (see [`Config::fault_query_delay`]).
@@ -312,7 +316,8 @@ pub(crate) const DEFAULT_PRECISION: u64 = 4096;
 
 impl Config {
     /// Reads `GPU_CRASH_DRILL`, `GPU_CRASH_DRILL_API`, `GPU_CRASH_DRILL_AFTER`,
-    /// `GPU_CRASH_DRILL_PRECISION`, `GPU_CRASH_DRILL_LOSS`, `GPU_CRASH_DRILL_AIM`.
+    /// `GPU_CRASH_DRILL_PRECISION`, `GPU_CRASH_DRILL_LOSS`, `GPU_CRASH_DRILL_AIM`,
+    /// `GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS`, `GPU_CRASH_DRILL_MEMORY_BUDGET`.
     pub(crate) fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         Self::parse(
@@ -330,6 +335,30 @@ impl Config {
             var("GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS").as_deref(),
             &mut |line| log_line(line),
         )
+        .with_memory_budget(
+            var("GPU_CRASH_DRILL_MEMORY_BUDGET").as_deref(),
+            &mut |line| log_line(line),
+        )
+    }
+
+    /// Sets `GPU_CRASH_DRILL_MEMORY_BUDGET` (bytes, decimal or `0x` hex); a bad value logs one line
+    /// and is ignored.
+    pub(crate) fn with_memory_budget(
+        mut self,
+        bytes: Option<&str>,
+        log: &mut dyn FnMut(&str),
+    ) -> Self {
+        self.memory_budget = bytes.and_then(|value| {
+            let parsed = parse_offset(value.trim());
+            if parsed.is_none() {
+                log(&format!(
+                    "GPU_CRASH_DRILL_MEMORY_BUDGET={value}: expected bytes (decimal or 0x hex); \
+                     ignored"
+                ));
+            }
+            parsed
+        });
+        self
     }
 
     /// Sets `GPU_CRASH_DRILL_FAULT_QUERY_DELAY_MS` (milliseconds); a bad value logs one line and is
@@ -528,6 +557,7 @@ impl Config {
             loss,
             aim_file: None,
             fault_query_delay: None,
+            memory_budget: None,
         }
     }
 }
@@ -616,6 +646,20 @@ mod tests {
         assert_eq!(parse("10:LOST"), (delay(10, Some(true)), 0));
         assert_eq!(parse("soon"), (None, 1));
         assert_eq!(parse("10:later"), (None, 1));
+    }
+
+    #[test]
+    fn memory_budget_takes_bytes_and_ignores_the_rest() {
+        let parse = |v: &str| {
+            let mut lines = Vec::new();
+            let config = Config::parse(None, None, None, None, None, &mut |_| {})
+                .with_memory_budget(Some(v), &mut |l| lines.push(l.to_owned()));
+            (config.memory_budget, lines.len())
+        };
+        assert_eq!(parse("1048576"), (Some(1 << 20), 0));
+        assert_eq!(parse(" 0x100000 "), (Some(1 << 20), 0));
+        assert_eq!(parse("1 MiB"), (None, 1));
+        assert_eq!(parse("-5"), (None, 1));
     }
 
     fn parse(

@@ -19,6 +19,7 @@ use crate::messengers::emit;
 use crate::native;
 use crate::state::bindings::BindingEvent;
 use crate::state::fault::WaitInjection;
+use crate::video_memory;
 
 fn report(dev: &DeviceData, events: &[BindingEvent]) {
     if dev.extensions.binding_report_enabled {
@@ -53,6 +54,7 @@ pub(crate) unsafe extern "system" fn destroy_device(
         let Some(dev) = dispatch::remove_device(unsafe { dispatch::dispatch_key(device) }) else {
             return;
         };
+        video_memory::device_destroyed(device);
         let waited = dev.lock().fault.wait != WaitInjection::Armed;
         {
             // Emptied under the slot lock: a stall thread that has not fired yet finds nothing.
@@ -100,6 +102,8 @@ pub(crate) unsafe extern "system" fn allocate_memory(
             let r = native::with_current(dev, || unsafe {
                 next(device, p_info, p_allocator, p_memory)
             });
+            // SAFETY: the application's valid info; on success the new handle is in `p_memory`.
+            unsafe { video_memory::allocated(dev, p_info, p_memory, r) };
             // With a driver that reports its own addresses, `native.rs` learnt them during the call.
             if r == vk::Result::SUCCESS && !dev.extensions.binding_report_native {
                 // SAFETY: success: valid info and output.
@@ -119,6 +123,7 @@ pub(crate) unsafe extern "system" fn free_memory(
 ) {
     on_device("vkFreeMemory", (), device, |dev| {
         untrack_and_report(dev, |state| state.tracker.free(memory.as_raw()));
+        video_memory::freed(dev, memory);
         call_next(dev.fns.free_memory, |next| {
             // SAFETY: forwarded unchanged.
             native::with_current(dev, || unsafe { next(device, memory, p_allocator) })

@@ -18,6 +18,8 @@
 //! Order: no lock is taken while the maps lock is held (a lookup or insert only); a device's
 //! `state` may be held while taking its `drill_event` (never the reverse); an instance's `messengers`
 //! (either side) is taken with no other layer lock held, and no layer lock is taken while it is held.
+//! `video_memory`'s books are a leaf lock too: held only to read or change them, with no other
+//! layer lock taken meanwhile, never across a call down the chain or into the application.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
@@ -71,6 +73,9 @@ fn_table!(
         get_physical_device_queue_family_properties: PFN_vkGetPhysicalDeviceQueueFamilyProperties = c"vkGetPhysicalDeviceQueueFamilyProperties",
         get_physical_device_properties2: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2",
         get_physical_device_properties2_khr: PFN_vkGetPhysicalDeviceProperties2 = c"vkGetPhysicalDeviceProperties2KHR",
+        get_physical_device_memory_properties: PFN_vkGetPhysicalDeviceMemoryProperties = c"vkGetPhysicalDeviceMemoryProperties",
+        get_physical_device_memory_properties2: PFN_vkGetPhysicalDeviceMemoryProperties2 = c"vkGetPhysicalDeviceMemoryProperties2",
+        get_physical_device_memory_properties2_khr: PFN_vkGetPhysicalDeviceMemoryProperties2 = c"vkGetPhysicalDeviceMemoryProperties2KHR",
         create_debug_utils_messenger: PFN_vkCreateDebugUtilsMessengerEXT = c"vkCreateDebugUtilsMessengerEXT",
         destroy_debug_utils_messenger: PFN_vkDestroyDebugUtilsMessengerEXT = c"vkDestroyDebugUtilsMessengerEXT",
     }

@@ -15,7 +15,7 @@ use crate::log::guard;
 use crate::log::log_line;
 use crate::manifest::LAYER_NAME;
 use crate::state::extensions::{self, Provided};
-use crate::{chain, loader, native};
+use crate::{chain, loader, native, video_memory};
 
 /// What the instance-level hooks that return a `VkResult` answer after a panic of ours, as for an
 /// instance they do not know.
@@ -412,6 +412,8 @@ unsafe fn create_device_inner(
     }
     // SAFETY: creation succeeded.
     let device = unsafe { *p_device };
+    // SAFETY: `physical` belongs to `inst`; the application's valid create info.
+    unsafe { video_memory::device_created(&inst, physical, device, app_info, provided) };
     // SAFETY: the next GDPA returns entry points matching their names.
     let mut fns = unsafe { DeviceFns::load(|n| next_gdpa(device, n.as_ptr())) };
     if fns.set_debug_utils_object_name.is_none() {

@@ -12,6 +12,9 @@
 //!   (`state::bindings`, delivered by `messengers`);
 //! - **provides** `VK_AMD_buffer_marker` where the driver lacks it, whatever the scenario
 //!   (`commands`);
+//! - **provides** `VK_EXT_memory_budget` (usage as allocated through the layer, budget the heap or
+//!   `GPU_CRASH_DRILL_MEMORY_BUDGET`) and `VK_EXT_device_memory_report` (allocations, frees and the
+//!   driver's refusals) where the driver lacks them (`video_memory`);
 //! - **injects** the fault chosen by `GPU_CRASH_DRILL=<scenario>[:<label>]` after
 //!   `GPU_CRASH_DRILL_AFTER` submissions (`fault`), and answers the fault queries from it.
 //!
@@ -27,7 +30,8 @@
 //!   instance, take the next layer's entry point, call it), so that each hook says only what it does
 //!   differently;
 //! - the hooked Vulkan concepts: `messengers` (binding reports delivered to the application),
-//!   `native` (the driver's own binding reports), `fault` (injection at submit and the fault
+//!   `native` (the driver's own binding reports), `video_memory` (the budget and memory report
+//!   provided where the driver has none), `fault` (injection at submit and the fault
 //!   queries), `commands` (what the layer records into command buffers), `device` (memory, buffers,
 //!   images, queues), `instance` (instance, physical devices, device creation);
 //! - `lib.rs`: the exported entry points and the proc-addr tables.
@@ -54,6 +58,7 @@ mod hook_steps;
 // The hooked Vulkan concepts, each above those it uses.
 mod messengers;
 mod native;
+mod video_memory;
 
 mod fault;
 
@@ -127,6 +132,14 @@ fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkGetPhysicalDeviceProperties2KHR" => hook!(
             get_physical_device_properties2_khr,
             vk::PFN_vkGetPhysicalDeviceProperties2
+        )?,
+        b"vkGetPhysicalDeviceMemoryProperties2" => hook!(
+            video_memory::get_physical_device_memory_properties2,
+            vk::PFN_vkGetPhysicalDeviceMemoryProperties2
+        )?,
+        b"vkGetPhysicalDeviceMemoryProperties2KHR" => hook!(
+            video_memory::get_physical_device_memory_properties2_khr,
+            vk::PFN_vkGetPhysicalDeviceMemoryProperties2
         )?,
         b"vkCreateDebugUtilsMessengerEXT" => hook!(
             create_debug_utils_messenger,

@@ -847,7 +847,11 @@ fn case_extensions(api: Api) {
     let layer_list = ext_names(&gpu, Some(c"VK_LAYER_gpu_crash_drill"));
     let mut expected: Vec<&str> = vec!["VK_EXT_device_address_binding_report"];
     expected.extend(&ours);
-    expected.push("VK_AMD_buffer_marker");
+    expected.extend([
+        "VK_AMD_buffer_marker",
+        "VK_EXT_memory_budget",
+        "VK_EXT_device_memory_report",
+    ]);
     assert_eq!(layer_list, expected);
     assert_eq!(has("VK_AMD_buffer_marker"), 1, "{all:?}");
 

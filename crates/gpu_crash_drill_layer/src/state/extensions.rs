@@ -29,6 +29,12 @@ pub(crate) struct Provided {
     pub shader_abort: bool,
     /// `VK_AMD_buffer_marker`, emulated with a barrier and `vkCmdFillBuffer` (see `commands.rs`).
     pub buffer_marker: bool,
+    /// `VK_EXT_memory_budget`: each heap's usage is what the application allocated through the
+    /// layer, its budget the heap's size or `GPU_CRASH_DRILL_MEMORY_BUDGET` (see `video_memory.rs`).
+    pub memory_budget: bool,
+    /// `VK_EXT_device_memory_report`: the application's allocations, frees and the driver's failed
+    /// allocations, reported to its callbacks (see `video_memory.rs`).
+    pub memory_report: bool,
 }
 
 impl Provided {
@@ -70,6 +76,16 @@ impl Provided {
         // Spec version 1: `vkCmdWriteBufferMarkerAMD` only (version 2 adds
         // `vkCmdWriteBufferMarker2AMD`, which the layer does not emulate).
         push(self.buffer_marker, vk::AMD_BUFFER_MARKER_NAME, 1);
+        push(
+            self.memory_budget,
+            vk::EXT_MEMORY_BUDGET_NAME,
+            vk::EXT_MEMORY_BUDGET_SPEC_VERSION,
+        );
+        push(
+            self.memory_report,
+            vk::EXT_DEVICE_MEMORY_REPORT_NAME,
+            vk::EXT_DEVICE_MEMORY_REPORT_SPEC_VERSION,
+        );
         out
     }
 
@@ -80,12 +96,15 @@ impl Provided {
             || (self.khr_fault && name == KHR_DEVICE_FAULT_NAME)
             || (self.shader_abort && name == KHR_SHADER_ABORT_NAME)
             || (self.buffer_marker && name == vk::AMD_BUFFER_MARKER_NAME)
+            || (self.memory_budget && name == vk::EXT_MEMORY_BUDGET_NAME)
+            || (self.memory_report && name == vk::EXT_DEVICE_MEMORY_REPORT_NAME)
     }
 
     /// True when a feature or property structure of `s_type` belongs to an extension the layer
     /// implements here (the driver would not know it): unlinked from `vkCreateDevice`,
     /// `vkGetPhysicalDeviceFeatures2` and `vkGetPhysicalDeviceProperties2` chains before the driver
-    /// sees them. (`VK_AMD_buffer_marker` version 1 has no such structures.)
+    /// sees them; also `vkGetPhysicalDeviceMemoryProperties2` chains (the budget) and the memory
+    /// report's create info. (`VK_AMD_buffer_marker` version 1 has no such structures.)
     pub(crate) fn owns_structure(&self, s_type: vk::StructureType) -> bool {
         (self.binding_report
             && s_type == vk::StructureType::PHYSICAL_DEVICE_ADDRESS_BINDING_REPORT_FEATURES_EXT)
@@ -96,6 +115,11 @@ impl Provided {
             || (self.shader_abort
                 && (s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR
                     || s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_PROPERTIES_KHR))
+            || (self.memory_budget
+                && s_type == vk::StructureType::PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
+            || (self.memory_report
+                && (s_type == vk::StructureType::PHYSICAL_DEVICE_DEVICE_MEMORY_REPORT_FEATURES_EXT
+                    || s_type == vk::StructureType::DEVICE_DEVICE_MEMORY_REPORT_CREATE_INFO_EXT))
     }
 }
 
@@ -137,6 +161,9 @@ pub(crate) fn provided_for(api: FaultApi, driver: &[vk::ExtensionProperties]) ->
         // Breadcrumbs are independent of the fault API and of the scenario (also offered with no
         // scenario, so applications can test their breadcrumbs under the layer).
         buffer_marker: lacks(vk::AMD_BUFFER_MARKER_NAME),
+        // Video memory at the fault, likewise: lavapipe offers neither (Mesa 22.3.6, 2026-12-07).
+        memory_budget: lacks(vk::EXT_MEMORY_BUDGET_NAME),
+        memory_report: lacks(vk::EXT_DEVICE_MEMORY_REPORT_NAME),
     }
 }
 
@@ -208,6 +235,10 @@ pub(crate) unsafe fn fill_features(
                 f.device_fault_device_lost_on_masked = vk::FALSE;
             } else if s_type == structure_type::PHYSICAL_DEVICE_SHADER_ABORT_FEATURES_KHR {
                 (*node.cast::<PhysicalDeviceShaderAbortFeaturesKHR>()).shader_abort = vk::TRUE;
+            } else if s_type == vk::StructureType::PHYSICAL_DEVICE_DEVICE_MEMORY_REPORT_FEATURES_EXT
+            {
+                (*node.cast::<vk::PhysicalDeviceDeviceMemoryReportFeaturesEXT<'_>>())
+                    .device_memory_report = vk::TRUE;
             }
         });
     }
@@ -303,6 +334,8 @@ mod tests {
             khr_fault: names.contains(&KHR_DEVICE_FAULT_NAME),
             shader_abort: names.contains(&KHR_SHADER_ABORT_NAME),
             buffer_marker: names.contains(&vk::AMD_BUFFER_MARKER_NAME),
+            memory_budget: names.contains(&vk::EXT_MEMORY_BUDGET_NAME),
+            memory_report: names.contains(&vk::EXT_DEVICE_MEMORY_REPORT_NAME),
         }
         .properties()
     }
@@ -316,6 +349,8 @@ mod tests {
                 binding_report: true,
                 ext_fault: true,
                 buffer_marker: true,
+                memory_budget: true,
+                memory_report: true,
                 ..Default::default()
             }
         );
@@ -327,6 +362,8 @@ mod tests {
                 khr_fault: true,
                 shader_abort: true,
                 buffer_marker: true,
+                memory_budget: true,
+                memory_report: true,
                 ..Default::default()
             }
         );
@@ -336,8 +373,16 @@ mod tests {
             vk::EXT_DEVICE_FAULT_NAME,
             vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
             vk::AMD_BUFFER_MARKER_NAME,
+            vk::EXT_MEMORY_BUDGET_NAME,
         ]);
-        assert_eq!(provided_for(FaultApi::Ext, &nv), Provided::default());
+        // NVIDIA 580.159.04 has the budget but no memory report (docs/driver-facts.md).
+        assert_eq!(
+            provided_for(FaultApi::Ext, &nv),
+            Provided {
+                memory_report: true,
+                ..Default::default()
+            }
+        );
         assert!(driver_has_ext_fault(&nv));
     }
 
