@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Prints the markdown table of a fault-matrix results folder (the unpacked matrix.tar.gz).
+"""Prints the markdown table of one or more fault-matrix results folders (docs/driver-facts.md,
+"Real-fault matrix on NVIDIA, raw Vulkan"); each folder is an unpacked matrix.tar.gz or its kept copy.
 
-    python3 tools/nv_fault_matrix/summarize.py docs/gpu-validation/fault-matrix-2026-12-07/call1 [...]
+    python3 tools/nv_fault_matrix/summarize.py docs/gpu-validation/fault-matrix-2026-12-07 \
+        docs/gpu-validation/fault-matrix-2026-12-07b
 
-Reads the last JSON line of each CASE-CONFIG.json (the process's final phase) and CASE-CONFIG.xid.
+Reads the last JSON line of each CASE-CONFIG.json (the process's final phase), its CASE-CONFIG.xid
+and, where the folder has one, canary-beside-CASE-CONFIG.json (the run then had a canary process
+beside it). A run that two folders hold under the same name gets one row per folder.
 """
 import glob
 import json
@@ -12,8 +16,16 @@ import re
 import sys
 
 CASES = ["uaf-descriptor", "bda-freed", "bda-past-end", "image-freed", "endless", "healthy"]
-SHORT = {"a": "uaf-descriptor", "b": "bda-freed", "c": "bda-past-end", "d": "image-freed", "e": "endless"}
+LABEL = {
+    "uaf-descriptor": "(a) descriptor use-after-free",
+    "bda-freed": "(b) BDA into freed memory",
+    "bda-past-end": "(c) BDA 256 MiB past a live buffer",
+    "image-freed": "(d) sampled image, memory freed",
+    "endless": "(e) endless shader",
+    "healthy": "healthy control (a without the free)",
+}
 CONFIGS = ["off", "dbg", "rt", "ac", "ser", "ckpt", "all"]
+CONFIG_LABEL = {"dbg": "dbg (0x1)", "rt": "rt (0x2)", "ac": "ac (0x4)", "ser": "ser (0x8)", "all": "all (0xf + ckpt)"}
 
 
 def last_json(path):
@@ -30,63 +42,77 @@ def last_json(path):
 
 
 def mib(x):
-    return f"{x / (1 << 20):.0f}"
+    v = x / (1 << 20)
+    return f"{v:.1f}" if v < 10 else f"{v:,.0f}"
 
 
-def ckpts(c):
+def ckpts(c, enabled):
+    if not enabled:
+        return "not enabled"
     if not c:
         return "—"
     data = c.get("data", {})
-    if not data:
-        return "—"
-    parts = []
-    for k in ("nv", "nv2"):
-        if k in data:
-            v = data[k]
-            parts.append(f"{k}: " + (", ".join(f"{e['stage']}={e['marker']}" for e in v) if v else "none"))
-    return "; ".join(parts)
+    entries = data.get("nv2", data.get("nv"))
+    if not entries:
+        return "none"
+    return ", ".join(f"{e['stage']}={e['marker']}" for e in entries)
 
 
 def fault(fi):
     if not fi or not fi.get("enabled"):
         return "not enabled"
-    s = f"{fi.get('counts_result')}"
-    if fi.get("counts_result") not in ("SUCCESS", "INCOMPLETE"):
-        return s
-    s += f": {fi.get('address_info_count')} addr, {fi.get('vendor_info_count')} vendor, binary {fi.get('vendor_binary_size')} B"
+    r = fi.get("counts_result")
+    if r not in ("SUCCESS", "INCOMPLETE"):
+        return f"`VK_{r}`"
+    parts = [f"{fi.get('address_info_count')} addresses"]
     for a in fi.get("addresses", []):
-        s += f"; {a['type']} {a['address']} ±{a['precision']}"
+        parts.append(f"{a['type']} {a['address']} ±{a['precision']}")
+    parts.append(f"{fi.get('vendor_info_count')} vendor infos")
     for v in fi.get("vendor", []):
-        s += f"; vendor \"{v['description']}\" code {v['code']} data {v['data']}"
-    if fi.get("description"):
-        s += f"; \"{fi['description']}\""
+        parts.append(f"vendor \"{v['description']}\" code {v['code']} data {v['data']}")
+    parts.append(f"description \"{fi.get('description', '')}\"")
+    parts.append(f"binary {fi.get('vendor_binary_size')} B")
     if fi.get("vendor_binary_header"):
         h = fi["vendor_binary_header"]
-        s += f"; header v{h['header_version']} vendor {h['vendor_id']} device {h['device_id']} driver {h['driver_version']}"
-    return s
+        parts.append(f"header v{h['header_version']} vendor {h['vendor_id']} device {h['device_id']} driver {h['driver_version']}")
+    return "; ".join(parts)
 
 
-def named(fi):
+def fault_both(d):
+    """The answer at 3 s and at the end: one text when they agree."""
+    during, end = d.get("fault_info_during"), d.get("fault_info")
+    if during is None:
+        return fault(end)
+    a, b = fault(during), fault(end)
+    return a if a == b else f"3 s: {a}; end: {b}"
+
+
+def named(fi, case):
+    if case == "healthy":
+        return "—"
     if not fi or not fi.get("addresses"):
         return "no address"
     out = []
-    for r in fi.get("addresses_resolved", []):
-        names = {m.get("name") or f"(unnamed {m['type']})" for m in r["matches"]}
-        out.append(", ".join(sorted(names)) if names else f"none (nearest below: {r.get('nearest_named_below')})")
+    for a, r in zip(fi.get("addresses", []), fi.get("addresses_resolved", [])):
+        names = sorted({m.get("name") for m in r["matches"] if m.get("name")})
+        unbound = any(m.get("unbind") for m in r["matches"])
+        if names:
+            out.append(f"{a['type']}: {', '.join(names)}" + (" (unbound before the fault)" if unbound else ""))
+        else:
+            out.append(f"{a['type']}: none")
     return "; ".join(out)
 
 
 def outcome(d):
     o = d.get("outcome") or {}
+    cap = d["params"]["wait_cap_s"]
     if o.get("device_lost_ms") is not None:
-        s = f"lost {o['device_lost_ms'] / 1000:.1f} s ({o.get('device_lost_seen_by')})"
-    elif o.get("fence") == "signalled":
-        s = f"signalled {o['signalled_ms']:.0f} ms, no loss in {d['params']['observe_s']:.0f} s after"
-    elif o:
-        s = f"no signal, no loss in {d['params']['wait_cap_s']:.0f} s"
-    else:
-        s = f"(process ended in phase {d.get('phase')})"
-    return s
+        return f"lost at {o['device_lost_ms'] / 1000:.1f} s ({o.get('device_lost_seen_by')})"
+    if o.get("fence") == "signalled":
+        return f"signalled {o['signalled_ms']:,.0f} ms, no loss in the {d['params']['observe_s']:.0f} s after"
+    if o:
+        return f"no signal, no loss in {cap:.0f} s"
+    return f"(process ended in phase {d.get('phase')})"
 
 
 def budget(d):
@@ -100,7 +126,18 @@ def budget(d):
         parts.append((mib(h[0]["usage"]), mib(h[0]["budget"])))
     if not parts:
         return "—"
+    if len({u for u, _ in parts}) == 1:
+        return f"{parts[0][0]} throughout / {parts[-1][1]} MiB"
     return " → ".join(u for u, _ in parts) + f" / {parts[-1][1]} MiB"
+
+
+def xids(path):
+    lines = [l for l in open(path) if "Xid" in l] if os.path.exists(path) else []
+    if not lines:
+        return "none"
+    kinds = [m.group(1) for l in lines for m in [re.search(r"Xid \(.*?\): (\d+)", l)] if m]
+    counts = {k: kinds.count(k) for k in sorted(set(kinds), key=int)}
+    return ", ".join(f"{n}× Xid {k}" for k, n in counts.items())
 
 
 def main():
@@ -111,33 +148,50 @@ def main():
             if base.startswith("canary"):
                 continue
             d = last_json(p)
-            if d is None:
-                rows.append((base, "", "(no JSON)", "", "", "", "", "", ""))
+            if d is None or "case" not in d:
                 continue
-            xid = os.path.join(folder, base + ".xid")
-            xids = []
-            if os.path.exists(xid):
-                xids = [l for l in open(xid) if "Xid" in l]
-            kinds = sorted({m.group(1) for l in xids for m in [re.search(r"Xid \(.*?\): (\d+)", l)] if m})
-            cal = d.get("calibration", {})
+            canary = os.path.exists(os.path.join(folder, f"canary-beside-{base}.json"))
+            cfg = d.get("config", "")
+            label = CONFIG_LABEL.get(cfg, cfg) + (" + canary" if canary else "")
+            ck_enabled = "VK_NV_device_diagnostic_checkpoints" in d.get("extensions_enabled", [])
+            run = os.path.basename(os.path.normpath(folder)).replace("fault-matrix-", "")
             rows.append(
                 (
-                    d.get("case", base),
-                    d.get("config", ""),
+                    d["case"],
+                    cfg,
+                    canary,
+                    run,
+                    label,
                     outcome(d),
-                    fault(d.get("fault_info")),
-                    ckpts(d.get("checkpoints_after")),
+                    fault_both(d),
+                    ckpts(d.get("checkpoints_after"), ck_enabled),
                     budget(d),
-                    named(d.get("fault_info")),
-                    f"{len(xids)}× Xid {', '.join(kinds)}" if xids else "none",
-                    f"{cal.get('predicted_busy_ms', '?')}",
+                    named(d.get("fault_info"), d["case"]),
+                    xids(os.path.join(folder, base + ".xid")),
                 )
             )
-    key = lambda r: (CASES.index(r[0]) if r[0] in CASES else 99, CONFIGS.index(r[1]) if r[1] in CONFIGS else 99)
-    print("| case | config | submit → fence / loss | vkGetDeviceFaultInfoEXT | checkpoints after | device-local heap used before → after free → end / budget | named object by address | kernel Xid |")
-    print("|---|---|---|---|---|---|---|---|")
+
+    def key(r):
+        return (
+            CASES.index(r[0]) if r[0] in CASES else 99,
+            CONFIGS.index(r[1]) if r[1] in CONFIGS else 99,
+            r[2],
+            r[3],
+        )
+
+    print("| case | config | run | submit → fence / loss | `vkGetDeviceFaultInfoEXT` (3 s and end) | checkpoints (end) "
+          "| device-local heap used: before → after free → end / budget | named object by address | kernel log |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    seen = set()
     for r in sorted(rows, key=key):
-        print("| " + " | ".join(str(x).replace("|", "/") for x in r[:8]) + " |")
+        case = r[0]
+        if case in seen:
+            label = LABEL[case].split(")")[0] + ")" if LABEL.get(case, "").startswith("(") else LABEL.get(case, case)
+        else:
+            label = LABEL.get(case, case)
+        seen.add(case)
+        cells = (label, r[4], r[3]) + r[5:]
+        print("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
 
 
 if __name__ == "__main__":

@@ -681,6 +681,9 @@ fn main() {
     );
     let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
     out.set("start_unix_s", json!(unix));
+    // The kernel log names the faulting process by pid (Xid lines): with several runs at once, the
+    // pid is how run-matrix.sh gives each run its own Xid lines.
+    out.set("pid", json!(std::process::id()));
 
     // SAFETY: loads the system Vulkan loader (libvulkan.so.1); no other code runs during the load.
     let entry = vkres(unsafe { ash::Entry::load() }.map_err(|_| vk::Result::ERROR_INITIALIZATION_FAILED), "load libvulkan");
