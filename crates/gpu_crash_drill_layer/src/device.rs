@@ -1,8 +1,9 @@
 //! Device-level hooks: address bookkeeping on allocate/bind/destroy, the fault trigger on submit,
 //! `VK_ERROR_DEVICE_LOST` after loss, and the fault queries.
 //!
-//! Every hook opens with the steps of `hook_steps`: a handle the layer does not know (which the loader
-//! never produces) gets `VK_ERROR_INITIALIZATION_FAILED` rather than a crash.
+//! Every hook but `vkDestroyDevice` (which takes the device out of the maps) opens with the steps of
+//! `hook_steps`: a handle the layer does not know (which the loader never produces) gets
+//! `VK_ERROR_INITIALIZATION_FAILED` rather than a crash.
 
 use std::ffi::c_void;
 use std::sync::Arc;
