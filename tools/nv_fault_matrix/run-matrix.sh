@@ -13,6 +13,9 @@
 #   a group's members run one after another, with the wait cap MATRIX_SERIAL_CAP_S.
 # - `par+GROUP` runs only at once: it is skipped when the canary said the runs disturb each other.
 # - `last+ENTRY` may use the reserve (MATRIX_RESERVE_S): the endless shader, which must run last.
+# A CONFIG ending in `-nudge` or `-nudgeMS` (`off-nudge`, `off-nudge500`) runs that config with
+# `--nudge-ms MS` (default MATRIX_NUDGE_MS): the in-process nudge, a second VkDevice's dispatch MS
+# after the faulting submit (see src/main.rs). The run's files are named CASE-CONFIG-nudge[MS].
 # Before each entry the script checks that it can end (cap + 12 s, + the stagger per extra member)
 # before MATRIX_DEADLINE_S - MATRIX_RESERVE_S (seconds since the script began); one that cannot is
 # written as skipped. After each entry: the new kernel-log Xid lines (all of them in GROUP.xid; each
@@ -24,7 +27,8 @@
 #   run(command="bash tools/nv_fault_matrix/run-matrix.sh device <plan>", carry=[".gl", ".nvfm"], timeout_s=600)
 # Environment: MATRIX_DEADLINE_S (560), MATRIX_RESERVE_S (0), MATRIX_WAIT_CAP_S (45: each run's wait
 # for its fence), MATRIX_SERIAL_CAP_S (the cap after a canary found the runs disturbed; default the
-# same), MATRIX_STAGGER_S (2), MATRIX_CANARY_S (how long a canary runs; default cap + 10).
+# same), MATRIX_STAGGER_S (2), MATRIX_CANARY_S (how long a canary runs; default cap + 10),
+# MATRIX_NUDGE_MS (2000).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -94,7 +98,7 @@ device() {
     {
         echo "date_utc=$(date -u +%FT%TZ)"
         echo "command=$0 device $*"
-        echo "MATRIX_DEADLINE_S=$deadline MATRIX_RESERVE_S=$reserve MATRIX_WAIT_CAP_S=$cap MATRIX_SERIAL_CAP_S=$serial_cap MATRIX_STAGGER_S=$stagger MATRIX_CANARY_S=${MATRIX_CANARY_S:-cap+10}"
+        echo "MATRIX_DEADLINE_S=$deadline MATRIX_RESERVE_S=$reserve MATRIX_WAIT_CAP_S=$cap MATRIX_SERIAL_CAP_S=$serial_cap MATRIX_STAGGER_S=$stagger MATRIX_CANARY_S=${MATRIX_CANARY_S:-cap+10} MATRIX_NUDGE_MS=${MATRIX_NUDGE_MS:-2000}"
         nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv
         uname -r
     } > $R/env.txt 2>&1
@@ -167,12 +171,17 @@ run_group() {
     fi
     local i=0
     for m in "$@"; do
-        local c=${m%%:*} k=${m#*:} name=${m/:/-}
+        local c=${m%%:*} k=${m#*:} name=${m/:/-} nudge=()
+        if [[ $k == *-nudge* ]]; then
+            local nms=${k##*-nudge}
+            nudge=(--nudge-ms "${nms:-${MATRIX_NUDGE_MS:-2000}}")
+            k=${k%-nudge*}
+        fi
         [ $i -gt 0 ] && sleep "$stagger"
         i=$((i + 1))
         (
             t0=$(date +%s%N)
-            timeout -s KILL $per $bin --case "$c" --config "$k" --wait-cap-s "$cap" > $R/$name.json 2> $R/$name.err
+            timeout -s KILL $per $bin --case "$c" --config "$k" --wait-cap-s "$cap" "${nudge[@]}" > $R/$name.json 2> $R/$name.err
             rc=$?
             echo "rc=$rc wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))" > $R/$name.rc
         ) &

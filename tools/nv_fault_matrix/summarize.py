@@ -79,12 +79,13 @@ def fault(fi):
 
 
 def fault_both(d):
-    """The answer at 3 s and at the end: one text when they agree."""
-    during, end = d.get("fault_info_during"), d.get("fault_info")
+    """The answer at 3 s (or just before the nudge) and at the end: one text when they agree."""
+    during, end = d.get("fault_info_during", d.get("fault_info_before_nudge")), d.get("fault_info")
     if during is None:
         return fault(end)
     a, b = fault(during), fault(end)
-    return a if a == b else f"3 s: {a}; end: {b}"
+    when = "3 s" if "fault_info_during" in d else "before the nudge"
+    return a if a == b else f"{when}: {a}; end: {b}"
 
 
 def named(fi, case):
@@ -103,11 +104,49 @@ def named(fi, case):
     return "; ".join(out)
 
 
+def nudge(d, lost_ms):
+    """The in-process nudge (--nudge-ms): when its device was made, its first dispatch, and whether
+    its dispatches still came back after the first device's loss."""
+    n = d.get("nudge")
+    if not d["params"].get("nudge_ms"):
+        return ""
+    if not n:
+        return "; no nudge (the fence signalled first or the process ended)"
+    steps = {s["what"]: s for s in n["steps"]}
+    parts = []
+    if "device created" in steps:
+        s = steps["device created"]
+        parts.append(f"nudge device made at {s['after_submit_ms'] / 1000:.2f} s ({s['extra']['call_ms']:.0f} ms)")
+    if "failed" in steps:
+        parts.append(f"nudge failed: {steps['failed']['extra']['call']} {steps['failed']['extra']['result']}")
+    sm = n.get("samples", [])
+    if sm:
+        t, w, r = sm[0]
+        parts.append(f"its first dispatch {r} after {w:,.0f} ms (back at {(t + w) / 1000:.2f} s)")
+        if lost_ms is not None:
+            after = [x for x in sm if x[0] > lost_ms]
+            ok = sum(1 for x in after if x[2] == "SUCCESS")
+            parts.append(f"{ok} of {len(after)} nudge dispatches after the loss SUCCESS")
+        bad = [x for x in sm if x[2] != "SUCCESS"]
+        if bad:
+            parts.append(f"nudge dispatch {bad[0][2]} at {bad[0][0] / 1000:.2f} s")
+        else:
+            parts.append(f"{len(sm)} nudge dispatches, all SUCCESS, worst {max(x[1] for x in sm):,.0f} ms")
+    return "; " + "; ".join(parts)
+
+
 def outcome(d):
     o = d.get("outcome") or {}
     cap = d["params"]["wait_cap_s"]
+    lost = o.get("device_lost_ms")
+    return outcome_only(d, o, cap) + nudge(d, lost)
+
+
+def outcome_only(d, o, cap):
+    nms = d["params"].get("nudge_ms")
     if o.get("device_lost_ms") is not None:
-        return f"lost at {o['device_lost_ms'] / 1000:.1f} s ({o.get('device_lost_seen_by')})"
+        after = f", {(o['device_lost_ms'] - nms) / 1000:.1f} s after the nudge" if nms and d.get("nudge") else ""
+        return f"lost at {o['device_lost_ms'] / 1000:.1f} s ({o.get('device_lost_seen_by')}){after}"
     if o.get("fence") == "signalled":
         return f"signalled {o['signalled_ms']:,.0f} ms, no loss in the {d['params']['observe_s']:.0f} s after"
     if o:
@@ -152,14 +191,15 @@ def main():
                 continue
             canary = os.path.exists(os.path.join(folder, f"canary-beside-{base}.json"))
             cfg = d.get("config", "")
-            label = CONFIG_LABEL.get(cfg, cfg) + (" + canary" if canary else "")
+            nms = d["params"].get("nudge_ms")
+            label = CONFIG_LABEL.get(cfg, cfg) + (" + canary" if canary else "") + (f" + nudge at {nms / 1000:g} s" if nms else "")
             ck_enabled = "VK_NV_device_diagnostic_checkpoints" in d.get("extensions_enabled", [])
             run = os.path.basename(os.path.normpath(folder)).replace("fault-matrix-", "")
             rows.append(
                 (
                     d["case"],
                     cfg,
-                    canary,
+                    (canary, nms or 0),
                     run,
                     label,
                     outcome(d),

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! nv_fault_matrix --case <case> --config <config> [--wait-cap-s 45] [--observe-s 3]
-//!                 [--keepalive-ms 100] [--busy-ms 1500] [--canary-s 50]
+//!                 [--keepalive-ms 100] [--busy-ms 1500] [--canary-s 50] [--nudge-ms 0]
 //! ```
 //!
 //! Cases (issue 47):
@@ -25,6 +25,15 @@
 //! what the driver recorded); `ckpt`: `VK_NV_device_diagnostic_checkpoints` with checkpoints 1
 //! (before the busy dispatch), 2 (between it and the faulting dispatch) and 3 (after that);
 //! `all`: the four flags together and our checkpoints.
+//!
+//! `--nudge-ms N` (N > 0), any case: the nudge. If the faulting submit's fence has not signalled N ms
+//! after the submit, a thread creates a second `VkDevice` on the same physical device (no extensions,
+//! no features, one queue of the same compute family: a GPU context of its own) and submits a small
+//! dispatch on it, then another every 250 ms, each waited on, until the wait cap + 5 s. The
+//! hypothesis under test (issue 47): work from another context makes the driver switch out the
+//! faulted, hung context, time it out and report the loss, with the fault address, to the first
+//! device. The JSON's `nudge` holds each step and each dispatch's result; `fault_info_before_nudge`
+//! is `vkGetDeviceFaultInfoEXT` on the first device just before the nudge.
 //!
 //! Every device gets `VK_EXT_device_fault`, `bufferDeviceAddress`, `VK_EXT_memory_budget` and
 //! `VK_EXT_device_address_binding_report` where offered; every buffer, image and memory object is
@@ -280,6 +289,7 @@ struct Args {
     keepalive_ms: u64,
     busy_ms: f64,
     canary_s: f64,
+    nudge_ms: u64,
 }
 
 fn parse_args() -> Args {
@@ -291,6 +301,7 @@ fn parse_args() -> Args {
         keepalive_ms: 100,
         busy_ms: 1500.0,
         canary_s: 50.0,
+        nudge_ms: 0,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -308,6 +319,7 @@ fn parse_args() -> Args {
             "--keepalive-ms" => a.keepalive_ms = v.parse().unwrap_or_else(|_| usage("--keepalive-ms")),
             "--busy-ms" => a.busy_ms = v.parse().unwrap_or_else(|_| usage("--busy-ms")),
             "--canary-s" => a.canary_s = v.parse().unwrap_or_else(|_| usage("--canary-s")),
+            "--nudge-ms" => a.nudge_ms = v.parse().unwrap_or_else(|_| usage("--nudge-ms")),
             other => usage(&format!("unknown argument {other}")),
         }
         i += 2;
@@ -323,7 +335,7 @@ fn usage(why: &str) -> ! {
     eprintln!(
         "usage: nv_fault_matrix --case uaf-descriptor|bda-freed|bda-past-end|image-freed|endless|healthy|canary \
          --config off|dbg|rt|ac|ser|ckpt|all [--wait-cap-s 45] [--observe-s 3] [--keepalive-ms 100] \
-         [--busy-ms 1500] [--canary-s 50]"
+         [--busy-ms 1500] [--canary-s 50] [--nudge-ms 0]"
     );
     std::process::exit(2);
 }
@@ -352,6 +364,11 @@ impl Out {
         }
         if let Ok(msgs) = MESSAGES.lock() {
             m.insert("messages".into(), Value::Array(msgs.clone()));
+        }
+        let steps = NUDGE_STEPS.lock().map(|v| v.clone()).unwrap_or_default();
+        if !steps.is_empty() {
+            let samples = NUDGE_SAMPLES.lock().map(|v| v.clone()).unwrap_or_default();
+            m.insert("nudge".into(), json!({"steps": steps, "samples": samples}));
         }
         let line = serde_json::to_string(&Value::Object(m)).unwrap_or_default();
         let mut so = std::io::stdout().lock();
@@ -677,7 +694,8 @@ fn main() {
     out.set(
         "params",
         json!({"wait_cap_s": args.wait_cap_s, "observe_s": args.observe_s, "keepalive_ms": args.keepalive_ms,
-               "busy_target_ms": args.busy_ms, "canary_s": args.canary_s}),
+               "busy_target_ms": args.busy_ms, "canary_s": args.canary_s,
+               "nudge_ms": args.nudge_ms}),
     );
     let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
     out.set("start_unix_s", json!(unix));
@@ -1267,6 +1285,7 @@ fn run(gpu: &Gpu, args: &Args, out: &mut Out) {
     let mut lost: Option<(f64, &str)> = None;
     let mut signalled: Option<f64> = None;
     let mut during_done = false;
+    let mut nudged = args.nudge_ms == 0;
     let mut other_errors: Vec<Value> = Vec::new();
     loop {
         // SAFETY: the fence belongs to this device.
@@ -1304,6 +1323,15 @@ fn run(gpu: &Gpu, args: &Args, out: &mut Out) {
                     }
                 }
             }
+        }
+        if !nudged && t_submit.elapsed() >= Duration::from_millis(args.nudge_ms) {
+            nudged = true;
+            out.set("fault_info_before_nudge", gpu.fault_info_json());
+            let target = NudgeTarget { instance: gpu.instance.clone(), pdev: gpu.pdev, qfi: gpu.qfi, mem_props: gpu.mem_props };
+            let until = t_submit + cap + Duration::from_secs(5);
+            out.event("nudge: starting the second device", json!({"after_submit_ms": since(Instant::now())}));
+            std::thread::spawn(move || nudge(target, t_submit, until));
+            out.emit("nudging");
         }
         if !during_done && t_submit.elapsed() >= Duration::from_secs(3) {
             during_done = true;
@@ -1349,6 +1377,16 @@ fn run(gpu: &Gpu, args: &Args, out: &mut Out) {
         outcome.insert("device_lost_ms".into(), json!(round1(t)));
         outcome.insert("device_lost_seen_by".into(), json!(by));
         out.event("device lost", json!({"after_submit_ms": t, "seen_by": by}));
+        if args.nudge_ms > 0 {
+            // Does the nudge's device still work after the first one's loss? Wait (up to 3 s) for a
+            // nudge dispatch submitted after the loss to come back.
+            let t_wait = Instant::now();
+            while t_wait.elapsed() < Duration::from_secs(3) && !nudge_sample_after(t) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            out.event("nudge: after the loss", json!({"waited_ms": t_wait.elapsed().as_secs_f64() * 1e3,
+                "dispatch_after_loss_back": nudge_sample_after(t)}));
+        }
     } else {
         outcome.insert("device_lost_ms".into(), Value::Null);
     }
@@ -1382,6 +1420,168 @@ fn run(gpu: &Gpu, args: &Args, out: &mut Out) {
     out.emit("done");
     // SAFETY: ends the process at once; no driver teardown on a lost or hung device.
     unsafe { _exit(0) }
+}
+
+/// The nudge's steps and its dispatches ([ms after the faulting submit at its submit, its wait in
+/// ms, the result]); written by the nudge thread, read by `Out::emit`.
+static NUDGE_STEPS: Mutex<Vec<Value>> = Mutex::new(Vec::new());
+static NUDGE_SAMPLES: Mutex<Vec<Value>> = Mutex::new(Vec::new());
+
+/// What the nudge needs of the first device's instance to make a device of its own.
+struct NudgeTarget {
+    instance: ash::Instance,
+    pdev: vk::PhysicalDevice,
+    qfi: u32,
+    mem_props: vk::PhysicalDeviceMemoryProperties,
+}
+
+fn nudge_step(t_submit: Instant, what: &str, extra: Value) {
+    let t = t_submit.elapsed().as_secs_f64() * 1e3;
+    log(&format!("nudge: {what} {extra}"));
+    if let Ok(mut v) = NUDGE_STEPS.lock() {
+        v.push(json!({"after_submit_ms": round1(t), "what": what, "extra": extra}));
+    }
+}
+
+/// Whether a nudge dispatch submitted after `lost_ms` (ms after the faulting submit) has come back.
+fn nudge_sample_after(lost_ms: f64) -> bool {
+    NUDGE_SAMPLES
+        .lock()
+        .map(|v| v.iter().any(|s| s[0].as_f64().unwrap_or(0.0) > lost_ms))
+        .unwrap_or(false)
+}
+
+/// The nudge thread (see the file's header). Every failure is recorded, never fatal: the process
+/// must go on to record the first device's loss and fault info.
+fn nudge(n: NudgeTarget, t_submit: Instant, until: Instant) {
+    if let Err((call, r)) = nudge_run(&n, t_submit, until) {
+        nudge_step(t_submit, "failed", json!({"call": call, "result": format!("{r:?}")}));
+    }
+}
+
+fn nudge_run(n: &NudgeTarget, t_submit: Instant, until: Instant) -> Result<(), (&'static str, vk::Result)> {
+    let since = |t: Instant| round1(t.duration_since(t_submit).as_secs_f64() * 1e3);
+    let prio = [1.0f32];
+    let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(n.qfi).queue_priorities(&prio)];
+    let dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci);
+    nudge_step(t_submit, "vkCreateDevice", json!({}));
+    let t = Instant::now();
+    // SAFETY: valid create info (one queue, no extensions, no features); pdev comes from this instance.
+    let d = unsafe { n.instance.create_device(n.pdev, &dci, None) }.map_err(|e| ("vkCreateDevice", e))?;
+    nudge_step(t_submit, "device created", json!({"call_ms": round1(t.elapsed().as_secs_f64() * 1e3)}));
+    // SAFETY: family qfi was requested with one queue.
+    let queue = unsafe { d.get_device_queue(n.qfi, 0) };
+    let bci = vk::BufferCreateInfo::default()
+        .size(4096)
+        .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // SAFETY: valid create info.
+    let buf = unsafe { d.create_buffer(&bci, None) }.map_err(|e| ("vkCreateBuffer", e))?;
+    // SAFETY: buf was just created on this device.
+    let req = unsafe { d.get_buffer_memory_requirements(buf) };
+    let mt = (0..n.mem_props.memory_type_count)
+        .find(|&i| {
+            req.memory_type_bits & (1 << i) != 0
+                && n.mem_props.memory_types[i as usize].property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+        })
+        .ok_or(("no device-local memory type", vk::Result::ERROR_UNKNOWN))?;
+    let mai = vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(mt);
+    // SAFETY: valid allocate info.
+    let mem = unsafe { d.allocate_memory(&mai, None) }.map_err(|e| ("vkAllocateMemory", e))?;
+    // SAFETY: buf and mem are unbound objects of this device; offset 0 fits the requirements.
+    unsafe { d.bind_buffer_memory(buf, mem, 0) }.map_err(|e| ("vkBindBufferMemory", e))?;
+    let words = ash::util::read_spv(&mut std::io::Cursor::new(BUSY_SPV)).unwrap_or_default();
+    // SAFETY: the SPIR-V was validated when it was built (shaders/build.sh).
+    let module = unsafe { d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None) }
+        .map_err(|e| ("vkCreateShaderModule", e))?;
+    let b = [vk::DescriptorSetLayoutBinding::default()
+        .binding(0)
+        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+        .descriptor_count(1)
+        .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+    // SAFETY: valid create info.
+    let dsl = unsafe { d.create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&b), None) }
+        .map_err(|e| ("vkCreateDescriptorSetLayout", e))?;
+    let pcr = [vk::PushConstantRange::default().stage_flags(vk::ShaderStageFlags::COMPUTE).size(4)];
+    let layouts = [dsl];
+    let pli = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts).push_constant_ranges(&pcr);
+    // SAFETY: valid create info.
+    let layout = unsafe { d.create_pipeline_layout(&pli, None) }.map_err(|e| ("vkCreatePipelineLayout", e))?;
+    let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
+    let cpi = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
+    // SAFETY: valid create info; module and layout are alive.
+    let pipe = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &cpi, None) }
+        .map_err(|(_, e)| ("vkCreateComputePipelines", e))?[0];
+    let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
+    // SAFETY: valid create info.
+    let dpool = unsafe { d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None) }
+        .map_err(|e| ("vkCreateDescriptorPool", e))?;
+    // SAFETY: valid allocate info; the pool has room for this one set.
+    let set = unsafe { d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(dpool).set_layouts(&layouts)) }
+        .map_err(|e| ("vkAllocateDescriptorSets", e))?[0];
+    let bi = [vk::DescriptorBufferInfo::default().buffer(buf).range(vk::WHOLE_SIZE)];
+    let w = [vk::WriteDescriptorSet::default()
+        .dst_set(set)
+        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+        .buffer_info(&bi)];
+    // SAFETY: set and buffer are valid; the set is not in use.
+    unsafe { d.update_descriptor_sets(&w, &[]) };
+    let cpool_info = vk::CommandPoolCreateInfo::default().queue_family_index(n.qfi);
+    // SAFETY: valid create info.
+    let cpool = unsafe { d.create_command_pool(&cpool_info, None) }.map_err(|e| ("vkCreateCommandPool", e))?;
+    let cbai = vk::CommandBufferAllocateInfo::default().command_pool(cpool).command_buffer_count(1);
+    // SAFETY: valid allocate info.
+    let cb = unsafe { d.allocate_command_buffers(&cbai) }.map_err(|e| ("vkAllocateCommandBuffers", e))?[0];
+    // 2^16 iterations of the busy loop: about 0.25 ms (2^20 took 3.6-3.9 ms on the H100).
+    let iters: u32 = 1 << 16;
+    let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
+    // SAFETY: cb is new (initial state); pipeline, layout and set are alive and compatible, and the
+    // push-constant bytes match the layout's range.
+    unsafe {
+        d.begin_command_buffer(cb, &begin).map_err(|e| ("vkBeginCommandBuffer", e))?;
+        d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipe);
+        d.cmd_bind_descriptor_sets(cb, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+        d.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, push(&iters));
+        d.cmd_dispatch(cb, 1, 1, 1);
+        d.end_command_buffer(cb).map_err(|e| ("vkEndCommandBuffer", e))?;
+    }
+    // SAFETY: valid create info.
+    let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }.map_err(|e| ("vkCreateFence", e))?;
+    nudge_step(t_submit, "ready", json!({"setup_ms": round1(t.elapsed().as_secs_f64() * 1e3)}));
+    let cbl = [cb];
+    let si = [vk::SubmitInfo::default().command_buffers(&cbl)];
+    loop {
+        let t = Instant::now();
+        if t >= until {
+            nudge_step(t_submit, "end (wait cap + 5 s)", json!({}));
+            return Ok(());
+        }
+        // SAFETY: cb is executable and not pending (the last submit's fence was waited on); the
+        // fence is unsignalled.
+        let r = unsafe { d.queue_submit(queue, &si, fence) }
+            .and_then(|()| {
+                // SAFETY: the fence belongs to this device.
+                unsafe { d.wait_for_fences(&[fence], true, until.saturating_duration_since(t).as_nanos() as u64) }
+            })
+            .err()
+            .unwrap_or(vk::Result::SUCCESS);
+        let first = NUDGE_SAMPLES.lock().map(|v| v.is_empty()).unwrap_or(false);
+        if let Ok(mut v) = NUDGE_SAMPLES.lock() {
+            if v.len() < 200 {
+                v.push(json!([since(t), round1(t.elapsed().as_secs_f64() * 1e3), format!("{r:?}")]));
+            }
+        }
+        if first || r != vk::Result::SUCCESS {
+            nudge_step(t_submit, "dispatch back", json!({"submitted_ms": since(t), "result": format!("{r:?}"),
+                "wait_ms": round1(t.elapsed().as_secs_f64() * 1e3)}));
+        }
+        if r != vk::Result::SUCCESS {
+            return Ok(());
+        }
+        // SAFETY: the fence is signalled and no longer in use.
+        unsafe { d.reset_fences(&[fence]) }.map_err(|e| ("vkResetFences", e))?;
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
