@@ -150,12 +150,17 @@ impl VideoMemory {
     }
 
     /// The report's note for each heap near its budget: `video memory near the budget: heap 0
-    /// (...)`.
+    /// (...) used of a ... budget (97%), past 95%: ...`, or `over it` past 100%.
     pub fn near_budget_notes(&self) -> impl Iterator<Item = String> + '_ {
         self.heaps.iter().filter(|h| h.near_budget).map(|h| {
+            let how = if h.usage > h.budget {
+                "over it".to_owned()
+            } else {
+                format!("past {NEAR_BUDGET_PERCENT}%")
+            };
             format!(
-                "video memory near the budget: {} (past {NEAR_BUDGET_PERCENT}%: allocations may \
-                 fail or be moved out of video memory)",
+                "video memory near the budget: {}, {how}: allocations may fail or be moved out of \
+                 video memory",
                 h.describe()
             )
         })
@@ -256,11 +261,16 @@ mod tests {
         assert_eq!(
             notes,
             ["video memory near the budget: heap 0 (device-local, 80.0 GiB): 77.0 GiB used of a \
-              80.0 GiB budget (96%) (past 95%: allocations may fail or be moved out of video \
-              memory)"]
+              80.0 GiB budget (96%), past 95%: allocations may fail or be moved out of video \
+              memory"]
         );
         assert_eq!(memory.notes, [NO_MEMORY_REPORT]);
         assert_eq!(memory.failures_line(), NO_MEMORY_REPORT);
+
+        let over = VideoMemory::from_reading(&reading(81 << 30, 80 << 30), 0);
+        assert!(over.near_budget_notes().next().unwrap().ends_with(
+            "budget (101%), over it: allocations may fail or be moved out of video memory"
+        ));
 
         let calm = VideoMemory::from_reading(&reading(40 << 30, 80 << 30), 0);
         assert!(!calm.near_budget);
