@@ -83,3 +83,26 @@ fn show_names_the_mesh_asset_of_the_culprit() {
          mesh slab 2), live, used by oak, birch"
     );
 }
+
+/// A drilled loss on lavapipe with the drill's budget cut to 1 MiB (written by the core's
+/// tests/video_memory.rs): `show` gives each heap's usage of its budget, marks the one near it, and
+/// counts the allocation the driver refused.
+#[test]
+fn show_gives_video_memory_at_the_fault() {
+    assert_eq!(
+        show_line("video-memory-near-budget.json", "  heap 0 "),
+        "  heap 0 (device-local, 2.0 GiB): 64.0 MiB used of a 1.0 MiB budget (6403%)   <- near the \
+         budget"
+    );
+    assert!(
+        show_line("video-memory-near-budget.json", "  1 allocation(s) failed ").starts_with(
+            "  1 allocation(s) failed since the device was made; the last: 1024.0 GiB of heap 0 \
+             for DEVICE_MEMORY, "
+        )
+    );
+    assert!(show_line(
+        "video-memory-near-budget.json",
+        "Note: video memory near the budget: "
+    )
+    .contains("over it"));
+}
