@@ -185,6 +185,16 @@ fn render(doctor: &Doctor) -> String {
                 c.gpu_progress,
                 "GPU progress markers: a hang is reported without a device loss",
             ),
+            (
+                "memory budget",
+                c.memory_budget,
+                "each heap's usage and budget at the fault (VK_EXT_memory_budget)",
+            ),
+            (
+                "memory report",
+                c.device_memory_report,
+                "allocations that failed before the fault (VK_EXT_device_memory_report)",
+            ),
         ];
         for (name, on, what) in rows {
             out.push_str(&format!("    {name:<17} {} {what}\n", on_off(on)));
