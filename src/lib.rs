@@ -53,8 +53,8 @@ pub use breadcrumbs::GpuBreadcrumbs;
 pub use gpu_crash_core;
 pub use gpu_crash_core::report;
 pub use gpu_crash_core::{
-    game_data_dir, user_data_dir, BreadcrumbWriter, CrashLoopLimit, DeliverySettings, Dsn,
-    DsnError, FlushSummary, IndexedAssets, OnHang, Outbox, OutboxError, ReporterSettings,
+    game_data_dir, user_data_dir, BreadcrumbWriter, CrashLoopLimit, DeliverySettings, DriverRule,
+    Dsn, DsnError, FlushSummary, IndexedAssets, OnHang, Outbox, OutboxError, ReporterSettings,
     SessionTracking, SettingsError, UploadConsent, UploadState, OUTBOX_DIR_NAME, REPORTS_DIR_NAME,
 };
 /// A cost measurement's switch (feature `cost-switches`; BENCHMARKS.md), not for games.

@@ -101,7 +101,9 @@ pub use reporter::{AttachedDevice, CrashReporter, IndexedAssets, StartError};
 pub use settings::{OnHang, ReporterSettings, SettingsError};
 pub use vulkan::markers::BreadcrumbWriter;
 pub use vulkan::texture::{image_placement, ImagePlacement};
-pub use vulkan::{FaultFeatures, GpuCrashCapabilities, ProbeError};
+pub use vulkan::{
+    DriverRule, FaultFeatures, GpuCrashCapabilities, ProbeError, DRIVER_ID_AMD_PROPRIETARY,
+};
 pub use wgpu_device::DeviceError;
 
 /// Internals for this workspace's tests, benches and examples (feature `test-support`). Not part

@@ -120,6 +120,7 @@ impl CrashReporter {
                 device_fault: settings.device_fault,
                 buffer_marker: settings.gpu_breadcrumbs,
             },
+            settings.binding_report_off_on.clone(),
         );
         let crash = CrashHandling::new(
             indexer,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::deliver::CrashLoopLimit;
 use crate::deliver::DeliverySettings;
 use crate::index::IndexSettings;
+use crate::vulkan::DriverRule;
 
 /// The reporter's settings: the one place each setting is declared and documented. A wgpu
 /// application fills this and passes it to [`crate::CrashReporter::start`]; Bevy's
@@ -33,6 +34,13 @@ pub struct ReporterSettings {
     /// Enable `VK_EXT_device_address_binding_report` where offered and record every GPU address
     /// range that is bound and unbound, so a faulting address can be named. Default: `true`.
     pub capture_address_bindings: bool,
+    /// Drivers to leave the binding report off on although they offer it (the first rule that
+    /// holds decides; the capabilities line and every report of such a device say which and why).
+    /// What the binding report costs over a long session is each driver's own: flat on NVIDIA's
+    /// Linux driver in 11 minutes of heavy churn (BENCHMARKS.md), growing on AMD's Windows driver
+    /// by another project's measurement (see [`DriverRule`]). Default: [`DriverRule::defaults`],
+    /// AMD's proprietary driver; `Vec::new()` keeps it on everywhere.
+    pub binding_report_off_on: Vec<DriverRule>,
     /// Enable `VK_EXT_device_fault` / `VK_KHR_device_fault` (+ `VK_KHR_shader_abort`) where offered,
     /// so a device loss comes with fault addresses and vendor data. Default: `true`.
     pub device_fault: bool,
@@ -104,6 +112,7 @@ impl Default for ReporterSettings {
         let index = IndexSettings::default();
         Self {
             capture_address_bindings: true,
+            binding_report_off_on: DriverRule::defaults(),
             device_fault: true,
             binding_ring_capacity: 32_768,
             max_live_bindings: index.max_live_bindings,

@@ -22,6 +22,10 @@ pub struct GpuCrashCapabilities {
     pub driver_name: String,
     /// `driverInfo`, e.g. "580.159.04" or "Mesa 22.3.6".
     pub driver_info: String,
+    /// `VkPhysicalDeviceDriverProperties::driverID` as a number (4 NVIDIA proprietary, 13
+    /// llvmpipe); 0 before Vulkan 1.2.
+    #[serde(default)]
+    pub driver_id: i32,
     /// Raw `driverVersion`.
     pub driver_version_raw: u32,
     /// `driverVersion` decoded the way its vendor encodes it.

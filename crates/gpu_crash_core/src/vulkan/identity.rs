@@ -68,6 +68,7 @@ fn driver_identity(
     GpuCrashCapabilities {
         driver_name: text(driver.driver_name_as_c_str()),
         driver_info: text(driver.driver_info_as_c_str()),
+        driver_id: driver.driver_id.as_raw(),
         ..Default::default()
     }
 }

@@ -8,6 +8,7 @@
 //! Whatever the driver lacks is marked off in [`GpuCrashCapabilities::missing`]; the game runs as before.
 
 mod capabilities;
+mod driver_rule;
 pub mod fault;
 mod fault_query;
 mod features;
@@ -23,6 +24,7 @@ mod setup;
 pub mod texture;
 
 pub use capabilities::GpuCrashCapabilities;
+pub use driver_rule::{DriverRule, DRIVER_ID_AMD_PROPRIETARY};
 pub use fault_query::{query_device_fault, wait_for_fault_reports};
 pub use features::FaultFeatures;
 pub(crate) use markers::create_marker_buffer;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::capabilities::GpuCrashCapabilities;
+use super::driver_rule::{first_match, DriverRule};
 use super::features::FeatureChain;
 use super::features::{FaultFeatures, OfferedExtensions};
 use super::markers::MarkerError;
@@ -30,9 +31,22 @@ pub(crate) struct DevicePlan {
     pub memory_budget: bool,
     /// One line per capability left off, as [`super::GpuCrashCapabilities::missing`] shows it.
     pub missing: Vec<String>,
+    /// The binding report is offered and asked for, but a rule of `binding_report_off_on` holds
+    /// for this driver: no messenger either.
+    pub binding_report_ruled_off: bool,
 }
 
 impl DevicePlan {
+    /// `request` with the binding report off where a driver rule turned it off, for what is done
+    /// after the plan (the messenger).
+    pub(crate) fn request_after_rules(&self, request: ExtensionRequest) -> ExtensionRequest {
+        ExtensionRequest {
+            address_binding_report: request.address_binding_report
+                && !self.binding_report_ruled_off,
+            ..request
+        }
+    }
+
     /// What the plugin reports for a device created with this plan: its extensions and features,
     /// whether the binding messenger is registered, `missing` (the plan's lines and those added
     /// since) and the GPU's `identity`; GPU progress is left to the caller, who made (or checked) the
@@ -67,7 +81,9 @@ impl DevicePlan {
 /// Decides what to enable on `physical_device`.
 ///
 /// `instance_api_version` is the version the instance was created with, `debug_utils` whether the
-/// instance has `VK_EXT_debug_utils`, `offered_by_device` whether the device offers an extension.
+/// instance has `VK_EXT_debug_utils`, `offered_by_device` whether the device offers an extension,
+/// `gpu` the device's identity and `binding_report_off_on` the drivers the binding report stays
+/// off on.
 ///
 /// # Safety
 /// `physical_device` belongs to `instance`.
@@ -78,10 +94,25 @@ pub(crate) unsafe fn plan_device(
     debug_utils: bool,
     request: ExtensionRequest,
     offered_by_device: &dyn Fn(&CStr) -> bool,
+    gpu: &GpuCrashCapabilities,
+    binding_report_off_on: &[DriverRule],
 ) -> DevicePlan {
     // SAFETY: valid instance and physical device (the caller's contract).
     let properties = unsafe { instance.get_physical_device_properties(physical_device) };
     let mut missing = Vec::new();
+    let ruled_off = request.address_binding_report
+        && offered_by_device(vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME)
+        && first_match(binding_report_off_on, gpu)
+            .inspect(|rule| {
+                missing.push(format!(
+                    "{}: off on this driver ({} {}) by the binding_report_off_on setting: {}",
+                    vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME.to_string_lossy(),
+                    gpu.driver_name,
+                    gpu.driver_info,
+                    rule.why
+                ))
+            })
+            .is_some();
     let mut offer = |wanted: bool, name: &CStr, needs: Option<(bool, &str)>| -> bool {
         if !wanted {
             missing.push(format!("{}: disabled in settings", name.to_string_lossy()));
@@ -104,14 +135,15 @@ pub(crate) unsafe fn plan_device(
         && properties.api_version >= vk::API_VERSION_1_1;
     let needs_properties2 = Some((properties2, "needs Vulkan 1.1 for the feature query"));
     let offered = OfferedExtensions {
-        address_binding_report: offer(
-            request.address_binding_report,
-            vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
-            Some((
-                debug_utils && properties2,
-                "needs VK_EXT_debug_utils on the instance and Vulkan 1.1",
-            )),
-        ),
+        address_binding_report: !ruled_off
+            && offer(
+                request.address_binding_report,
+                vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
+                Some((
+                    debug_utils && properties2,
+                    "needs VK_EXT_debug_utils on the instance and Vulkan 1.1",
+                )),
+            ),
         device_fault_ext: offer(
             request.device_fault,
             vk::EXT_DEVICE_FAULT_NAME,
@@ -196,6 +228,7 @@ pub(crate) unsafe fn plan_device(
         buffer_marker,
         memory_budget,
         missing,
+        binding_report_ruled_off: ruled_off,
     }
 }
 

@@ -6,6 +6,7 @@ use std::ffi::CStr;
 use ash::vk;
 
 use super::capabilities::GpuCrashCapabilities;
+use super::driver_rule::DriverRule;
 use super::features::FeatureChain;
 use super::identity::identity;
 use super::markers::{BreadcrumbWriter, MarkerError};
@@ -57,6 +58,8 @@ impl GpuCrashCapabilities {
             |name: &CStr| offered.iter().any(|o| o.as_str() == name.to_string_lossy());
         let request = ExtensionRequest::default();
         // SAFETY: the caller's contract.
+        let identity = unsafe { identity(instance, physical_device) };
+        // SAFETY: the caller's contract.
         let mut plan = unsafe {
             plan::plan_device(
                 instance,
@@ -65,8 +68,11 @@ impl GpuCrashCapabilities {
                 debug_utils,
                 request,
                 &offered_by_device,
+                &identity,
+                &DriverRule::defaults(),
             )
         };
+        let request = plan.request_after_rules(request);
         let mut missing = std::mem::take(&mut plan.missing);
         // The messenger is registered before the device, as the plugin does; its events go into a
         // ring nobody reads, dropped with it.
@@ -121,8 +127,6 @@ impl GpuCrashCapabilities {
             };
         // SAFETY: nothing of the device is in use any more.
         unsafe { device.destroy_device(None) };
-        // SAFETY: the caller's contract.
-        let identity = unsafe { identity(instance, physical_device) };
         let capabilities = GpuCrashCapabilities {
             gpu_progress,
             breadcrumbs,

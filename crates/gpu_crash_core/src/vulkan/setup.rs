@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use wgpu::hal::vulkan::{CreateDeviceCallbackArgs, CreateInstanceCallbackArgs};
 
 use super::capabilities::GpuCrashCapabilities;
+use super::driver_rule::DriverRule;
 use super::features::{FaultFeatures, FeatureChain};
 use super::identity::identity;
 use super::memory_report::MemoryReportCounters;
@@ -50,6 +51,8 @@ impl Drop for SetupOutcome {
 pub struct VulkanSetup {
     ring: Arc<BindingRing>,
     request: ExtensionRequest,
+    /// Drivers the binding report stays off on ([`crate::ReporterSettings::binding_report_off_on`]).
+    binding_report_off_on: Vec<DriverRule>,
     outcome: Mutex<SetupOutcome>,
 }
 
@@ -59,11 +62,17 @@ impl VulkanSetup {
         self.request
     }
 
-    /// Setup that feeds binding events into `ring`.
-    pub fn new(ring: Arc<BindingRing>, request: ExtensionRequest) -> Arc<Self> {
+    /// Setup that feeds binding events into `ring`, with the binding report left off on the
+    /// drivers `binding_report_off_on` names.
+    pub fn new(
+        ring: Arc<BindingRing>,
+        request: ExtensionRequest,
+        binding_report_off_on: Vec<DriverRule>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             ring,
             request,
+            binding_report_off_on,
             outcome: Mutex::new(SetupOutcome::default()),
         })
     }
@@ -113,6 +122,8 @@ impl VulkanSetup {
         };
         let debug_utils = shared.extensions().contains(&ash::ext::debug_utils::NAME);
         // SAFETY: valid instance and physical device handles from wgpu.
+        let identity = unsafe { identity(instance, physical_device) };
+        // SAFETY: valid instance and physical device handles from wgpu.
         let mut plan = unsafe {
             plan::plan_device(
                 instance,
@@ -121,6 +132,8 @@ impl VulkanSetup {
                 debug_utils,
                 self.request,
                 &offered_by_device,
+                &identity,
+                &self.binding_report_off_on,
             )
         };
         for &name in &plan.extensions {
@@ -149,15 +162,13 @@ impl VulkanSetup {
                 shared.entry(),
                 instance,
                 debug_utils,
-                self.request,
+                plan.request_after_rules(self.request),
                 Arc::clone(&self.ring),
                 generation,
                 &mut missing,
             )
         };
 
-        // SAFETY: valid instance and physical device handles from wgpu.
-        let identity = unsafe { identity(instance, physical_device) };
         let capabilities = plan.capabilities(debug_utils, messenger.is_some(), missing, identity);
 
         let mut outcome = self.outcome();
