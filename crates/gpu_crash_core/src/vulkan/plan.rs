@@ -82,8 +82,8 @@ impl DevicePlan {
 ///
 /// `instance_api_version` is the version the instance was created with, `debug_utils` whether the
 /// instance has `VK_EXT_debug_utils`, `offered_by_device` whether the device offers an extension,
-/// `gpu` the device's identity and `binding_report_off_on` the drivers the binding report stays
-/// off on.
+/// `binding_report_rule` the rule of `binding_report_off_on` that holds for the device's driver
+/// (see [`binding_report_rule`]), with the device's identity.
 ///
 /// # Safety
 /// `physical_device` belongs to `instance`.
@@ -94,16 +94,15 @@ pub(crate) unsafe fn plan_device(
     debug_utils: bool,
     request: ExtensionRequest,
     offered_by_device: &dyn Fn(&CStr) -> bool,
-    gpu: &GpuCrashCapabilities,
-    binding_report_off_on: &[DriverRule],
+    binding_report_rule: Option<(&DriverRule, &GpuCrashCapabilities)>,
 ) -> DevicePlan {
     // SAFETY: valid instance and physical device (the caller's contract).
     let properties = unsafe { instance.get_physical_device_properties(physical_device) };
     let mut missing = Vec::new();
     let ruled_off = request.address_binding_report
         && offered_by_device(vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME)
-        && first_match(binding_report_off_on, gpu)
-            .inspect(|rule| {
+        && binding_report_rule
+            .inspect(|(rule, gpu)| {
                 missing.push(format!(
                     "{}: off on this driver ({} {}) by the binding_report_off_on setting: {}",
                     vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME.to_string_lossy(),
@@ -230,6 +229,15 @@ pub(crate) unsafe fn plan_device(
         missing,
         binding_report_ruled_off: ruled_off,
     }
+}
+
+/// The first rule of `binding_report_off_on` that holds for `gpu`'s driver, with `gpu`, for
+/// [`plan_device`].
+pub(crate) fn binding_report_rule<'a>(
+    binding_report_off_on: &'a [DriverRule],
+    gpu: &'a GpuCrashCapabilities,
+) -> Option<(&'a DriverRule, &'a GpuCrashCapabilities)> {
+    first_match(binding_report_off_on, gpu).map(|rule| (rule, gpu))
 }
 
 /// Registers the binding messenger when the request wants the binding report and the instance has

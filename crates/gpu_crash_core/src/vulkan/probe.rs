@@ -68,8 +68,7 @@ impl GpuCrashCapabilities {
                 debug_utils,
                 request,
                 &offered_by_device,
-                &identity,
-                &DriverRule::defaults(),
+                plan::binding_report_rule(&DriverRule::defaults(), &identity),
             )
         };
         let request = plan.request_after_rules(request);

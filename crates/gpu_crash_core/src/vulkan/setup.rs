@@ -132,8 +132,7 @@ impl VulkanSetup {
                 debug_utils,
                 self.request,
                 &offered_by_device,
-                &identity,
-                &self.binding_report_off_on,
+                plan::binding_report_rule(&self.binding_report_off_on, &identity),
             )
         };
         for &name in &plan.extensions {
