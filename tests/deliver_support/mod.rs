@@ -39,6 +39,7 @@ pub fn h200() -> GpuCrashCapabilities {
         device_type: "DISCRETE_GPU".into(),
         driver_name: "NVIDIA".into(),
         driver_info: "580.159.04".into(),
+        driver_id: 4,
         driver_version_raw: 0x9127_c100,
         driver_version: "580.159.4.0".into(),
         api_version: "1.4.312".into(),

@@ -177,10 +177,12 @@ pub(crate) unsafe fn plan_device(
     }
     // SAFETY: Vulkan 1.1 checked above for every offered extension (none are offered otherwise).
     let supported = unsafe { FeatureChain::query(instance, physical_device, offered) };
-    let mut enable = |on: bool, name: &'static CStr, feature: &str| {
+    // `asked`: wanted, offered and usable as far as `offer` could tell; an extension left off by a
+    // setting or a driver rule already has its line.
+    let mut enable = |asked: bool, on: bool, name: &'static CStr, feature: &str| {
         if on {
             extensions.push(name);
-        } else if offered_by_device(name) {
+        } else if asked {
             missing.push(format!(
                 "{}: offered, but {feature} is not supported",
                 name.to_string_lossy()
@@ -188,26 +190,31 @@ pub(crate) unsafe fn plan_device(
         }
     };
     enable(
+        offered.address_binding_report,
         supported.report_address_binding,
         vk::EXT_DEVICE_ADDRESS_BINDING_REPORT_NAME,
         "reportAddressBinding",
     );
     enable(
+        offered.device_fault_ext,
         supported.device_fault_ext,
         vk::EXT_DEVICE_FAULT_NAME,
         "deviceFault",
     );
     enable(
+        offered.device_fault_khr,
         supported.device_fault_khr,
         vulkan_fault_ffi::KHR_DEVICE_FAULT_NAME,
         "deviceFault",
     );
     enable(
+        offered.shader_abort_khr,
         supported.shader_abort,
         vulkan_fault_ffi::KHR_SHADER_ABORT_NAME,
         "shaderAbort",
     );
     enable(
+        offered.device_memory_report,
         supported.device_memory_report,
         vk::EXT_DEVICE_MEMORY_REPORT_NAME,
         "deviceMemoryReport",
