@@ -73,6 +73,14 @@ fn a_rule_for_the_driver_keeps_the_binding_report_off_and_says_why() {
         stderr.contains("child capabilities: binding report false, messenger false"),
         "the game's GpuCrashCapabilities resource says so too:\n{stderr}"
     );
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("fault addresses not matched to GPU objects")),
+        "the report says why its addresses name nothing: {:?}",
+        report.notes
+    );
     // Without bindings, nothing can be named by address.
     let named = report
         .faults

@@ -272,6 +272,18 @@ impl ReporterSettings {
             (0, 1 << 20),
             "at most 1,048,576",
         );
+        s.binding_report_off_on.retain(|rule| {
+            let keep = rule.names_a_driver();
+            if !keep {
+                errors.push(SettingsError {
+                    setting: "binding_report_off_on",
+                    given: format!("{rule:?}"),
+                    range: "a rule naming a vendor, a driver ID or a non-empty text",
+                    used: "the rule left out (it would hold for every driver)".into(),
+                });
+            }
+            keep
+        });
         (s, errors)
     }
 

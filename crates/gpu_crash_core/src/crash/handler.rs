@@ -537,7 +537,8 @@ fn stalled_frame_cut(session: &DeviceSession, stall: Stall) -> Option<u64> {
 }
 
 /// [`crate::vulkan::read_video_memory`] on its own thread, for at most [`MEMORY_READ_TIMEOUT`];
-/// `None` when it timed out or the device is not Vulkan.
+/// `None` when the device is not Vulkan. When the driver does not answer in time, the failed
+/// allocations counted so far (our own atomics) still go in, with no heaps and a note saying why.
 fn read_video_memory_bounded(session: &DeviceSession) -> Option<VideoMemoryReading> {
     let device = session.device.clone();
     let capabilities = session.capabilities.clone();
@@ -545,14 +546,22 @@ fn read_video_memory_bounded(session: &DeviceSession) -> Option<VideoMemoryReadi
     let read = with_timeout(MEMORY_READ_TIMEOUT, move || {
         crate::vulkan::read_video_memory(&device, &capabilities, counters.as_deref())
     });
-    if read.is_none() {
-        warn!(
-            "GPU crash reporter: the driver did not tell its memory heaps within {} ms; the report \
-             goes without them",
-            MEMORY_READ_TIMEOUT.as_millis()
-        );
+    match read {
+        Some(reading) => reading,
+        None => {
+            warn!(
+                "GPU crash reporter: the driver did not tell its memory heaps within {} ms; the \
+                 report goes without them",
+                MEMORY_READ_TIMEOUT.as_millis()
+            );
+            Some(VideoMemoryReading {
+                heaps: Vec::new(),
+                memory_budget: false,
+                allocation_failures: session.memory_report.as_deref().map(|c| c.read()),
+                heaps_timed_out: true,
+            })
+        }
     }
-    read.flatten()
 }
 
 /// Longest a crash path's fault query waits for the non-fatal fault watch's drain in progress: the

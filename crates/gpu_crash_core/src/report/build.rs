@@ -17,6 +17,12 @@ use crate::vulkan::{GpuCrashCapabilities, VideoMemoryReading};
 
 use super::video_memory::VideoMemory;
 
+/// The note of a report with fault addresses but no binding report on its device: its verdicts
+/// cannot name an object, whatever the address.
+pub(crate) const NO_BINDINGS_NOTE: &str = "fault addresses not matched to GPU objects: the binding report \
+     (VK_EXT_device_address_binding_report) was off on this device, so no ranges were recorded (the \
+     capabilities' missing lines say why)";
+
 /// Everything a report needs besides the fault data.
 pub(crate) struct CrashContext<'a> {
     /// GPU identity and capabilities.
@@ -143,6 +149,10 @@ pub(crate) fn build_report(
                     .into(),
             ),
         }
+    }
+    if !faults.is_empty() && !ctx.capabilities.address_binding_report {
+        // Every address would read as unknown: say that nothing was recorded to match it against.
+        notes.push(NO_BINDINGS_NOTE.into());
     }
     if kind == CrashKind::DeviceLost && faults.is_empty() {
         notes.push(if ctx.capabilities.has_device_fault() {

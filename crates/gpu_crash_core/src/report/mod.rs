@@ -42,6 +42,6 @@ pub(crate) use file::{
 pub use model::*;
 pub use page::html_page;
 pub use video_memory::{
-    near_budget, AllocationFailures, FailedAllocation, MemoryHeap, VideoMemory,
+    near_budget, AllocationFailures, FailedAllocation, MemoryHeap, VideoMemory, HEAPS_TIMED_OUT,
     NEAR_BUDGET_PERCENT, NO_BUDGET, NO_MEMORY_REPORT,
 };

@@ -16,6 +16,9 @@ pub const NEAR_BUDGET_PERCENT: u64 = 95;
 /// Said when the device has no `VK_EXT_memory_budget`.
 pub const NO_BUDGET: &str =
     "the driver does not tell each heap's usage and budget (no VK_EXT_memory_budget)";
+/// Said when the driver did not answer the heap query within the report's bound.
+pub const HEAPS_TIMED_OUT: &str =
+    "the driver did not tell its memory heaps within 500 ms of the report: no heaps";
 /// Said when the device has no `VK_EXT_device_memory_report`.
 pub const NO_MEMORY_REPORT: &str =
     "the driver does not tell of failed allocations (no VK_EXT_device_memory_report)";
@@ -82,7 +85,9 @@ impl MemoryHeap {
     /// Usage as a whole percentage of the budget, when both are known and the budget is not 0.
     pub fn percent_of_budget(&self) -> Option<u64> {
         let (usage, budget) = (self.usage?, self.budget?);
-        (budget > 0).then(|| (u128::from(usage) * 100 / u128::from(budget)) as u64)
+        (budget > 0).then(|| {
+            u64::try_from(u128::from(usage) * 100 / u128::from(budget)).unwrap_or(u64::MAX)
+        })
     }
 
     /// `heap 0 (device-local, 80.0 GiB): 77.0 GiB used of a 79.1 GiB budget (97%)`.
@@ -134,7 +139,9 @@ impl VideoMemory {
             })
             .collect();
         let mut notes = Vec::new();
-        if !reading.memory_budget {
+        if reading.heaps_timed_out {
+            notes.push(HEAPS_TIMED_OUT.to_owned());
+        } else if !reading.memory_budget {
             notes.push(NO_BUDGET.to_owned());
         }
         if reading.allocation_failures.is_none() {
@@ -235,7 +242,35 @@ mod tests {
             ],
             memory_budget: true,
             allocation_failures: None,
+            heaps_timed_out: false,
         }
+    }
+
+    #[test]
+    fn a_heap_query_that_timed_out_keeps_the_counts_and_says_why_there_are_no_heaps() {
+        let r = VideoMemoryReading {
+            heaps: Vec::new(),
+            memory_budget: false,
+            allocation_failures: Some(AllocationFailureReading::default()),
+            heaps_timed_out: true,
+        };
+        let memory = VideoMemory::from_reading(&r, 0);
+        assert!(memory.heaps.is_empty() && !memory.near_budget);
+        assert_eq!(memory.notes, [HEAPS_TIMED_OUT]);
+        assert!(
+            memory.allocation_failures.is_some(),
+            "the counts are ours, not the driver's"
+        );
+    }
+
+    #[test]
+    fn a_percentage_past_u64_does_not_wrap() {
+        let heap = MemoryHeap {
+            usage: Some(u64::MAX),
+            budget: Some(1),
+            ..MemoryHeap::default()
+        };
+        assert_eq!(heap.percent_of_budget(), Some(u64::MAX));
     }
 
     #[test]

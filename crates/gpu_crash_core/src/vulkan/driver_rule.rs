@@ -62,6 +62,17 @@ impl DriverRule {
         }]
     }
 
+    /// Whether the rule names a driver at all: a vendor, a driver ID or a non-empty text. A rule
+    /// without one would hold for every driver (a typo that turns capture off for every player), so
+    /// [`crate::ReporterSettings::validated`] drops it.
+    pub fn names_a_driver(&self) -> bool {
+        let text = |t: &Option<String>| t.as_deref().is_some_and(|t| !t.trim().is_empty());
+        self.vendor_id.is_some()
+            || self.driver_id.is_some_and(|d| d != 0)
+            || text(&self.driver_name_contains)
+            || text(&self.driver_info_contains)
+    }
+
     /// Whether this rule holds for the driver `gpu` names (`driver_id` as the driver gave it, 0
     /// when it gave none).
     pub(crate) fn matches(&self, gpu: &GpuCrashCapabilities) -> bool {
@@ -113,6 +124,21 @@ mod tests {
         ] {
             assert!(first_match(&rules, &other).is_none(), "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_rule_that_names_no_driver_is_left_out_at_start_with_an_error() {
+        let mut settings = crate::ReporterSettings::default();
+        settings.binding_report_off_on.push(DriverRule {
+            driver_name_contains: Some("  ".into()),
+            why: "typo".into(),
+            ..DriverRule::default()
+        });
+        settings.binding_report_off_on.push(DriverRule::default());
+        let (used, errors) = settings.validated();
+        assert_eq!(used.binding_report_off_on, DriverRule::defaults());
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors.iter().all(|e| e.setting == "binding_report_off_on"));
     }
 
     #[test]

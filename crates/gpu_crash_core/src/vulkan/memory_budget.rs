@@ -37,6 +37,9 @@ pub struct VideoMemoryReading {
     pub memory_budget: bool,
     /// What `VK_EXT_device_memory_report` counted; `None` when it is not enabled on the device.
     pub allocation_failures: Option<AllocationFailureReading>,
+    /// The driver did not answer the heap query in time: `heaps` is empty, the counts (our own
+    /// atomics, no driver call) are still there.
+    pub heaps_timed_out: bool,
 }
 
 /// Reads the heaps of `device`'s physical device, with usage and budget where
@@ -64,6 +67,7 @@ pub fn read_video_memory(
         heaps,
         memory_budget: budget,
         allocation_failures: counters.map(MemoryReportCounters::read),
+        heaps_timed_out: false,
     })
 }
 
