@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use gpu_crash_core::report::{CrashKind, CrashReport, FaultVerdict, ObjectState};
+use gpu_crash_core::report::{CrashKind, CrashReport, FaultVerdict, ObjectState, RunningBasis};
 use gpu_crash_core::{OnHang, ReporterSettings};
 
 const VICTIM: &str = "quad_instances_gen1";
@@ -46,8 +46,19 @@ fn instanced_quads() -> PathBuf {
 /// Runs the renderer under the drill `drill` (after `after` submissions) with `envs`, writing its
 /// reports to `reports_dir`. Returns its output and how long it ran.
 fn run(drill: &str, after: u32, envs: &[(&str, &str)], reports_dir: &Path) -> (Output, Duration) {
+    run_exe(&instanced_quads(), drill, after, envs, reports_dir)
+}
+
+/// [`run`] with the renderer at `exe`.
+fn run_exe(
+    exe: &Path,
+    drill: &str,
+    after: u32,
+    envs: &[(&str, &str)],
+    reports_dir: &Path,
+) -> (Output, Duration) {
     common::use_runtime_dir();
-    let mut command = Command::new(instanced_quads());
+    let mut command = Command::new(exe);
     command
         .env("VK_DRIVER_FILES", common::LAVAPIPE_ICD)
         .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
@@ -194,5 +205,106 @@ fn a_hang_in_its_pass_is_reported_and_the_process_ends_with_the_default_code() {
             .trim_start()
             .starts_with("next: gpu-crash show "),
         "the reporter's lines come last: {log}"
+    );
+}
+
+/// Exact mode, as a game ships it: the renderer's folder holds the exact layer and its manifest
+/// (the reporter points the loader at them); `GPU_CRASH_EXACT=1` turns it on, as QA would. The drill
+/// hangs the GPU right after the pass label, before the pass's one draw: the report names that draw
+/// by its pipeline's and pass's own labels, `basis` exact, and the draw of the frame before as the
+/// last one finished.
+#[test]
+fn in_exact_mode_a_hang_names_the_draw_by_its_own_labels() {
+    let dir = common::scratch_dir("wgpu-readme-exact");
+    let reports_dir = dir.join("reports");
+    let game = dir.join("game");
+    common::ship_exact_layer(&game);
+    let exe = game.join("instanced_quads");
+    std::fs::copy(instanced_quads(), &exe).unwrap();
+    let (output, _) = run_exe(
+        &exe,
+        "hang-in-pass:quads main pass",
+        20,
+        &[("GPU_CRASH_EXACT", "1")],
+        &reports_dir,
+    );
+    let (stderr, log) = log_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(OnHang::DEFAULT_EXIT_CODE),
+        "{log}"
+    );
+    assert!(stderr.contains("[gpu_crash_exact] exact mode"), "{log}");
+    let report = the_report(&reports_dir, &log);
+    assert!(report.gpu.exact_layer, "{:?}", report.gpu.missing);
+    let running = report.running.as_ref().expect("what was running");
+    assert_eq!(running.basis, RunningBasis::Exact, "{running:#?}");
+    assert_eq!(running.candidates.len(), 1, "{running:#?}");
+    assert_eq!(
+        running.candidates[0].label.as_deref(),
+        Some("quads pipeline"),
+        "{running:#?}"
+    );
+    let exact = running.exact.as_ref().unwrap();
+    let first = exact.first_unfinished.as_ref().unwrap();
+    assert_eq!(
+        (
+            first.kind.as_str(),
+            first.labels.as_slice(),
+            first.sharing_marker
+        ),
+        ("draw", ["quads main pass".to_owned()].as_slice(), 1),
+        "{exact:#?}"
+    );
+    let last = exact
+        .last_finished
+        .as_ref()
+        .expect("the frame before's draw");
+    assert_eq!(last.pipeline_label.as_deref(), Some("quads pipeline"));
+    assert!(
+        report
+            .summary
+            .contains("exact: the draw with pipeline \"quads pipeline\" in quads main pass"),
+        "{}",
+        report.summary
+    );
+}
+
+/// Exact mode asked for without the layer file beside the renderer (nor known to the loader): the
+/// report says why it is off and the hang is reported as without it.
+#[test]
+fn without_the_layer_file_exact_mode_says_why_and_reports_as_before() {
+    let dir = common::scratch_dir("wgpu-readme-exact-missing");
+    let reports_dir = dir.join("reports");
+    let (output, _) = run(
+        "hang-in-pass:quads main pass",
+        20,
+        &[("GPU_CRASH_EXACT", "1")],
+        &reports_dir,
+    );
+    let (stderr, log) = log_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(OnHang::DEFAULT_EXIT_CODE),
+        "{log}"
+    );
+    assert!(!stderr.contains("[gpu_crash_exact]"), "{log}");
+    let report = the_report(&reports_dir, &log);
+    assert!(!report.gpu.exact_layer);
+    assert!(
+        report.gpu.missing.iter().any(|l| l.starts_with(
+            "exact mode: VK_LAYER_gpu_crash_exact.json is neither known to the Vulkan loader nor beside the executable"
+        )),
+        "{:?}",
+        report.gpu.missing
+    );
+    assert!(report.summary.contains("draw quads"), "{}", report.summary);
+    assert!(
+        report
+            .running
+            .as_ref()
+            .is_none_or(|r| r.basis != RunningBasis::Exact),
+        "{:?}",
+        report.running
     );
 }

@@ -134,6 +134,41 @@ pub fn drill_layer_dir() -> &'static Path {
     })
 }
 
+#[path = "../../crates/gpu_crash_exact_layer/src/manifest.rs"]
+pub mod exact_manifest;
+
+/// Builds exact mode's layer (`VK_LAYER_gpu_crash_exact`) once per test binary and returns its
+/// library.
+pub fn exact_layer_library() -> &'static Path {
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "gpu_crash_exact_layer"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build -p gpu_crash_exact_layer");
+        assert!(status.success(), "building the exact layer failed");
+        // CARGO_TARGET_TMPDIR is <target>/tmp; the library is in <target>/debug.
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+        let lib = target
+            .join("debug")
+            .join(exact_manifest::library_file_name());
+        assert!(lib.is_file(), "no {}", lib.display());
+        lib
+    })
+}
+
+/// Lays out exact mode's layer as a game ships it, in `dir` beside the game's executable: the
+/// library and its manifest, which names it by a relative path.
+pub fn ship_exact_layer(dir: &Path) {
+    let lib = exact_layer_library();
+    let name = exact_manifest::library_file_name();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(lib, dir.join(&name)).unwrap();
+    exact_manifest::write_manifest(dir, &Path::new(".").join(&name)).unwrap();
+}
+
 /// Every report (`*.json`) a run wrote into `dir`, read back; none when the folder does not exist.
 pub fn read_reports(dir: &Path) -> Vec<bevy_gpu_crash_reporter::report::CrashReport> {
     std::fs::read_dir(dir)

@@ -119,6 +119,7 @@ impl CrashReporter {
                 address_binding_report: settings.capture_address_bindings,
                 device_fault: settings.device_fault,
                 buffer_marker: settings.gpu_breadcrumbs,
+                exact_layer: exact_mode_wanted(settings.exact_mode),
             },
             settings.binding_report_off_on.clone(),
         );
@@ -187,7 +188,17 @@ impl CrashReporter {
             Ok(markers) => {
                 capabilities.gpu_progress = true;
                 capabilities.breadcrumbs = Some(markers.writer());
-                Some(GpuTimeline::new(Arc::new(markers)))
+                let exact = crate::vulkan::exact::ExactLayer::of(device);
+                if self.setup.request().exact_layer {
+                    match &exact {
+                        Some(_) => capabilities.exact_layer = true,
+                        None if capabilities.exact_mode_missing().is_none() => capabilities
+                            .missing
+                            .push(crate::vulkan::exact::NOT_ON_DEVICE.into()),
+                        None => {}
+                    }
+                }
+                Some(GpuTimeline::new(Arc::new(markers)).with_exact(exact))
             }
             Err(err) => {
                 let line = crate::vulkan::progress_markers_off(&err);
@@ -526,5 +537,19 @@ impl CrashReporter {
         use ash::vk::Handle;
         let session = self.crash.sessions.current()?;
         Some(session.messenger.as_ref()?.handle().as_raw())
+    }
+}
+
+/// Whether exact mode is asked for: `GPU_CRASH_EXACT` (`1`/`on`/`true` or `0`/`off`/`false`, for
+/// QA) over the setting.
+fn exact_mode_wanted(setting: bool) -> bool {
+    match std::env::var("GPU_CRASH_EXACT")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("1" | "on" | "true") => true,
+        Some("0" | "off" | "false") => false,
+        _ => setting,
     }
 }

@@ -89,6 +89,12 @@ pub struct ReporterSettings {
     /// in BENCHMARKS.md's realistic scene on an H200 (batch 17). `false` keeps the hang watchdog
     /// and its frame markers, and a hang report then names the frame, not the stage.
     pub gpu_breadcrumbs: bool,
+    /// Exact mode: enable `VK_LAYER_gpu_crash_exact` (shipped beside the executable), which marks
+    /// the GPU's progress after every draw and dispatch, so a hang or loss report names the draw
+    /// the GPU did not finish instead of ranking the stage's pipelines (README "Exact mode"). It
+    /// costs every draw a marker write on the GPU and a lock and a few map operations on the CPU
+    /// (not measured yet). `GPU_CRASH_EXACT=1` (or `0`) overrides it, for QA. Default: `false`.
+    pub exact_mode: bool,
     /// A crash loop (a renderer that recovers and crashes again) uploads at most this many reports
     /// of one kind per window; the rest are counted in the next upload. Default: 3 per 10 minutes.
     pub crash_loop_limit: CrashLoopLimit,
@@ -124,6 +130,7 @@ impl Default for ReporterSettings {
             loss_wait_after_hang: Duration::from_secs(10),
             end_process_after_loss: true,
             gpu_breadcrumbs: true,
+            exact_mode: false,
             crash_loop_limit: CrashLoopLimit::default(),
             application_name: None,
             application_version: String::new(),

@@ -409,3 +409,189 @@ mod tests {
         );
     }
 }
+
+/// The entry point of `VK_LAYER_gpu_crash_exact` (`crates/gpu_crash_exact_layer`), the layer a game
+/// ships beside its executable for exact mode: not a Khronos API, so it lives here, beside the other
+/// hand-written FFI, shared by the layer that answers it and the reporter that asks.
+///
+/// The reporter finds it with `vkGetDeviceProcAddr(device, GET_EXACT_PROGRESS_NAME)`: the layer
+/// answers that name for every device it sits on, and nothing else does (null without the layer).
+pub mod exact {
+    use std::ffi::{c_char, CStr};
+
+    use ash::vk;
+
+    /// The layer's name, as an application enables it.
+    pub const LAYER_NAME: &CStr = c"VK_LAYER_gpu_crash_exact";
+    /// The layer's loader manifest, which a game ships beside its executable.
+    pub const MANIFEST_FILE_NAME: &str = "VK_LAYER_gpu_crash_exact.json";
+    /// The device-level command the layer answers (`GCR`: this project's author suffix).
+    pub const GET_EXACT_PROGRESS_NAME: &CStr = c"vkGetGpuCrashExactProgressGCR";
+    /// [`ExactProgress::version`] of this layout.
+    pub const PROGRESS_VERSION: u32 = 1;
+
+    /// How the layer marks the GPU's progress.
+    pub mod marker {
+        /// `vkCmdWriteBufferMarkerAMD` after every draw and dispatch, into mapped memory.
+        pub const AMD_BUFFER_MARKER: u32 = 1;
+        /// Core Vulkan where the driver lacks `VK_AMD_buffer_marker`: a full barrier and
+        /// `vkCmdUpdateBuffer`, valid outside render pass instances only: after each dispatch, and
+        /// after each render pass instance for all of its draws (they share that marker).
+        pub const UPDATE_BUFFER: u32 = 2;
+    }
+
+    /// What a marked command was.
+    pub mod kind {
+        /// `vkCmdDraw*`.
+        pub const DRAW: u32 = 1;
+        /// `vkCmdDispatch*`.
+        pub const DISPATCH: u32 = 2;
+    }
+
+    /// Bytes of [`ExactCommand::pipeline_name`], NUL included.
+    pub const NAME_BYTES: usize = 128;
+    /// Bytes of [`ExactCommand::labels`], NUL included.
+    pub const LABELS_BYTES: usize = 512;
+
+    /// One marked command (a draw or dispatch) as the layer recorded it.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct ExactCommand {
+        /// 1 when this record holds a command, 0 when there is none.
+        pub present: u32,
+        /// [`kind`].
+        pub kind: u32,
+        /// The layer's sequence number of the command (recording order, per device, from 1).
+        pub sequence: u64,
+        /// The `VkCommandBuffer` it was recorded into.
+        pub command_buffer: u64,
+        /// Its place among the marked commands of its command buffer (0 = the first).
+        pub index_in_command_buffer: u32,
+        /// Among the pipelines bound in its render pass instance (or, outside one, its command
+        /// buffer) that carry the same debug name, the place of its own (0 = the first bound): tells
+        /// apart pipelines an engine labels alike (Bevy names every custom material's
+        /// `opaque_mesh_pipeline`).
+        pub same_name_ordinal: u32,
+        /// The `VkPipeline` bound for it (0: none).
+        pub pipeline: u64,
+        /// Marked commands that share its marker, itself included: 1 where its marker follows it
+        /// directly; the draws of its render pass instance where the marker could only follow the
+        /// instance ([`marker::UPDATE_BUFFER`]). With more than one, "not finished" means that one
+        /// of them, or the work before them, did not finish.
+        pub sharing_marker: u32,
+        /// The pipeline's debug name (`vkSetDebugUtilsObjectNameEXT`, wgpu's label), NUL-terminated,
+        /// cut to fit; empty when it has none.
+        pub pipeline_name: [c_char; NAME_BYTES],
+        /// The debug-label stack open at the command, outermost first, joined by `" > "`,
+        /// NUL-terminated, cut to fit (wgpu puts each pass's label there).
+        pub labels: [c_char; LABELS_BYTES],
+    }
+
+    /// What the GPU finished of the work submitted to the device, as the layer's markers show it.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct ExactProgress {
+        /// [`PROGRESS_VERSION`]; the caller sets it, the layer answers only the layouts it knows.
+        pub version: u32,
+        /// [`marker`].
+        pub marker: u32,
+        /// Commands marked since the device was created.
+        pub marked_commands: u64,
+        /// Marked commands submitted whose marker the GPU has not written.
+        pub unfinished_commands: u64,
+        /// The last marked command, in submission order, whose marker the GPU wrote before the first
+        /// one it did not write.
+        pub last_finished: ExactCommand,
+        /// The first marked command, in submission order, whose marker the GPU has not written: the
+        /// draw or dispatch the GPU was in (or had not yet reached).
+        pub first_unfinished: ExactCommand,
+    }
+
+    /// `vkGetGpuCrashExactProgressGCR`: fills `progress` (whose `version` the caller set). Never
+    /// waits for the GPU. `VK_SUCCESS`, or `VK_ERROR_INITIALIZATION_FAILED` for a version or device
+    /// the layer does not know.
+    pub type PfnGetExactProgress =
+        unsafe extern "system" fn(device: vk::Device, progress: *mut ExactProgress) -> vk::Result;
+
+    impl ExactCommand {
+        /// An empty record.
+        pub const EMPTY: Self = Self {
+            present: 0,
+            kind: 0,
+            sequence: 0,
+            command_buffer: 0,
+            index_in_command_buffer: 0,
+            same_name_ordinal: 0,
+            pipeline: 0,
+            sharing_marker: 0,
+            pipeline_name: [0; NAME_BYTES],
+            labels: [0; LABELS_BYTES],
+        };
+    }
+
+    impl ExactProgress {
+        /// An empty answer of this layout's version, for the caller to pass.
+        pub const fn new() -> Self {
+            Self {
+                version: PROGRESS_VERSION,
+                marker: 0,
+                marked_commands: 0,
+                unfinished_commands: 0,
+                last_finished: ExactCommand::EMPTY,
+                first_unfinished: ExactCommand::EMPTY,
+            }
+        }
+    }
+
+    impl Default for ExactProgress {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// Copies `text` into a fixed C string field, cut at a character boundary to fit with its NUL.
+    pub fn write_c_str(field: &mut [c_char], text: &str) {
+        let room = field.len().saturating_sub(1);
+        let mut end = text.len().min(room);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        for (dst, &src) in field.iter_mut().zip(&text.as_bytes()[..end]) {
+            *dst = src as c_char;
+        }
+        if let Some(nul) = field.get_mut(end) {
+            *nul = 0;
+        }
+    }
+
+    /// Reads a fixed C string field (up to its first NUL), replacing invalid UTF-8.
+    pub fn read_c_str(field: &[c_char]) -> String {
+        let bytes: Vec<u8> = field
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn c_strings_are_cut_at_a_character_boundary_and_read_back() {
+            let mut field = [0 as c_char; 6];
+            write_c_str(&mut field, "ab\u{e9}cdef"); // é is two bytes: "ab" + é + "c" fills 5
+            assert_eq!(read_c_str(&field), "ab\u{e9}c");
+            write_c_str(&mut field, "x");
+            assert_eq!(read_c_str(&field), "x");
+            let mut tiny = [0 as c_char; 3];
+            write_c_str(&mut tiny, "a\u{e9}");
+            assert_eq!(
+                read_c_str(&tiny),
+                "a",
+                "the two-byte character does not fit with the NUL"
+            );
+        }
+    }
+}

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::model::{
-    PassPipelines, PipelineCandidate, PipelineInfo, PipelineUse, PipelineUsers, RunningBasis,
-    RunningPipelines,
+    ExactDraws, PassPipelines, PipelineCandidate, PipelineInfo, PipelineKind, PipelineUse,
+    PipelineUsers, RunningBasis, RunningPipelines,
 };
 
 /// The draw list a pipeline noted by the application is shown in.
@@ -165,60 +165,10 @@ impl PipelineLedger {
         stage: &str,
     ) -> Option<RunningPipelines> {
         let ledger = crate::time_box::try_lock_for(&self.0, LOCK_WAIT)?;
-        let lists = ledger
-            .changes
-            .iter()
-            .rev()
-            .find(|(f, _)| *f <= frame)
-            .map(|(_, lists)| lists.as_slice())
-            .unwrap_or_default();
-        let noted = ledger
-            .noted
-            .iter()
-            .filter(|n| camera.is_none() && n.label == stage && (n.first..=n.last).contains(&frame))
-            .map(|n| PipelineUse {
-                pipeline: n.pipeline,
-                pass: NOTED,
-                batches: if n.last == frame { n.times } else { 1 },
-            });
-        let queued = lists
-            .iter()
-            .filter(|l| l.stage == stage && l.camera.as_deref() == camera)
-            .flat_map(|l| l.uses.iter().copied());
-        // Pipeline -> (batches, draw lists), in the order first listed.
-        let mut found: Vec<(u64, u32, Vec<String>)> = Vec::new();
-        for used in queued.chain(noted) {
-            match found.iter_mut().find(|(id, ..)| *id == used.pipeline) {
-                Some((_, batches, passes)) => {
-                    *batches += used.batches;
-                    if !passes.iter().any(|p| p == used.pass) {
-                        passes.push(used.pass.to_owned());
-                    }
-                }
-                None => found.push((used.pipeline, used.batches, vec![used.pass.to_owned()])),
-            }
-        }
-        if found.is_empty() {
+        let mut candidates = queued_in(&ledger, frame, camera, stage);
+        if candidates.is_empty() {
             return None;
         }
-        let mut candidates: Vec<PipelineCandidate> = found
-            .into_iter()
-            .filter_map(|(id, batches, passes)| {
-                let registered = ledger.pipelines.get(&id)?;
-                Some(PipelineCandidate {
-                    rank: 0,
-                    label: registered.info.label.clone(),
-                    kind: registered.info.kind,
-                    shaders: registered.info.shaders.clone(),
-                    shader_defs: registered.info.shader_defs.clone(),
-                    passes,
-                    batches,
-                    material: registered.users.material.clone(),
-                    entities: registered.users.entities.clone(),
-                    entity_count: registered.users.entity_count,
-                })
-            })
-            .collect();
         // Stable: equal candidates keep the application's order.
         candidates.sort_by_key(|c| (!c.shaders.iter().any(|s| s.is_own()), u32::MAX - c.batches));
         candidates.truncate(CANDIDATES_LISTED);
@@ -231,7 +181,142 @@ impl PipelineLedger {
             camera: camera.map(str::to_owned),
             stage: stage.to_owned(),
             candidates,
+            exact: None,
         })
+    }
+
+    /// Exact mode: the pipeline of the first draw or dispatch the GPU did not finish, as the
+    /// application registered it. Looked for by its label among the pipelines queued in the stage
+    /// the GPU stopped in (`frame`, `camera`, `stage`, from the breadcrumbs), in the order the
+    /// application listed them, taking the one at the draw's place among pipelines of that label
+    /// (engines label many pipelines alike: Bevy names every custom material's main pipeline
+    /// `opaque_mesh_pipeline`); else among every registered pipeline of that label when there is
+    /// exactly one; else named by the label alone. `None` when the GPU had finished every marked
+    /// command, or when the first unfinished one shares its marker with others (then the ranked
+    /// list stands, with `exact` beside it: see [`ExactCommand::sharing_marker`]).
+    ///
+    /// [`ExactCommand::sharing_marker`]: super::ExactCommand::sharing_marker
+    pub(crate) fn exact_at(
+        &self,
+        frame: u64,
+        camera: Option<&str>,
+        stage: &str,
+        exact: ExactDraws,
+    ) -> Option<RunningPipelines> {
+        let command = exact.first_unfinished.as_ref()?;
+        if command.sharing_marker > 1 {
+            let mut ranked = self.running_at(frame, camera, stage)?;
+            ranked.exact = Some(exact);
+            return Some(ranked);
+        }
+        let label = command.pipeline_label.clone();
+        let candidate = crate::time_box::try_lock_for(&self.0, LOCK_WAIT).and_then(|ledger| {
+            let label = label.as_deref()?;
+            let mut alike: Vec<PipelineCandidate> = queued_in(&ledger, frame, camera, stage)
+                .into_iter()
+                .filter(|c| c.label.as_deref() == Some(label))
+                .collect();
+            if alike.is_empty() {
+                let mut registered = ledger
+                    .pipelines
+                    .iter()
+                    .filter(|(_, r)| r.info.label.as_deref() == Some(label));
+                if let (Some((_, only)), None) = (registered.next(), registered.next()) {
+                    alike.push(candidate_of(only, Vec::new(), 0));
+                }
+            }
+            let at = (command.same_label_ordinal as usize).min(alike.len().checked_sub(1)?);
+            Some(alike.swap_remove(at))
+        });
+        let mut candidate = candidate.unwrap_or_else(|| PipelineCandidate {
+            rank: 0,
+            label,
+            kind: if command.kind == "dispatch" {
+                PipelineKind::Compute
+            } else {
+                PipelineKind::Render
+            },
+            shaders: Vec::new(),
+            shader_defs: Vec::new(),
+            passes: command.labels.last().cloned().into_iter().collect(),
+            batches: 0,
+            material: None,
+            entities: Vec::new(),
+            entity_count: 0,
+        });
+        candidate.rank = 1;
+        Some(RunningPipelines {
+            basis: RunningBasis::Exact,
+            frame,
+            camera: camera.map(str::to_owned),
+            stage: stage.to_owned(),
+            candidates: vec![candidate],
+            exact: Some(exact),
+        })
+    }
+}
+
+/// The pipelines queued in `stage` of `camera` in `frame` (the last change at or before it) and
+/// those the application noted there, in the order the application listed them (unranked).
+fn queued_in(
+    ledger: &Ledger,
+    frame: u64,
+    camera: Option<&str>,
+    stage: &str,
+) -> Vec<PipelineCandidate> {
+    let lists = ledger
+        .changes
+        .iter()
+        .rev()
+        .find(|(f, _)| *f <= frame)
+        .map(|(_, lists)| lists.as_slice())
+        .unwrap_or_default();
+    let noted = ledger
+        .noted
+        .iter()
+        .filter(|n| camera.is_none() && n.label == stage && (n.first..=n.last).contains(&frame))
+        .map(|n| PipelineUse {
+            pipeline: n.pipeline,
+            pass: NOTED,
+            batches: if n.last == frame { n.times } else { 1 },
+        });
+    let queued = lists
+        .iter()
+        .filter(|l| l.stage == stage && l.camera.as_deref() == camera)
+        .flat_map(|l| l.uses.iter().copied());
+    // Pipeline -> (batches, draw lists), in the order first listed.
+    let mut found: Vec<(u64, u32, Vec<String>)> = Vec::new();
+    for used in queued.chain(noted) {
+        match found.iter_mut().find(|(id, ..)| *id == used.pipeline) {
+            Some((_, batches, passes)) => {
+                *batches += used.batches;
+                if !passes.iter().any(|p| p == used.pass) {
+                    passes.push(used.pass.to_owned());
+                }
+            }
+            None => found.push((used.pipeline, used.batches, vec![used.pass.to_owned()])),
+        }
+    }
+    found
+        .into_iter()
+        .filter_map(|(id, batches, passes)| {
+            Some(candidate_of(ledger.pipelines.get(&id)?, passes, batches))
+        })
+        .collect()
+}
+
+fn candidate_of(registered: &Registered, passes: Vec<String>, batches: u32) -> PipelineCandidate {
+    PipelineCandidate {
+        rank: 0,
+        label: registered.info.label.clone(),
+        kind: registered.info.kind,
+        shaders: registered.info.shaders.clone(),
+        shader_defs: registered.info.shader_defs.clone(),
+        passes,
+        batches,
+        material: registered.users.material.clone(),
+        entities: registered.users.entities.clone(),
+        entity_count: registered.users.entity_count,
     }
 }
 
@@ -480,5 +565,94 @@ mod tests {
         let running = ledger.running_at(1, None, "s").unwrap();
         assert_eq!(running.candidates.len(), 1);
         assert_eq!(running.candidates[0].rank, 1);
+    }
+
+    fn exact(label: Option<&str>, ordinal: u32, sharing: u32) -> ExactDraws {
+        ExactDraws {
+            marker: "amd_buffer_marker".into(),
+            marked: 10,
+            unfinished: 2,
+            last_finished: None,
+            first_unfinished: Some(crate::pipelines::ExactCommand {
+                kind: "draw".into(),
+                pipeline_label: label.map(str::to_owned),
+                labels: vec!["main_opaque_pass_3d".into()],
+                index_in_command_buffer: 3,
+                same_label_ordinal: ordinal,
+                sharing_marker: sharing,
+            }),
+        }
+    }
+
+    #[test]
+    fn exact_mode_names_the_pipeline_of_the_draw_by_label_and_place_among_alike() {
+        let ledger = ledger();
+        // Three pipelines labelled alike (the engine's, two custom materials), queued 1, 2, 4.
+        ledger.register(4, info("opaque_mesh_pipeline", "shaders/glow.wgsl"));
+        ledger.record_frame(
+            10,
+            &[PassPipelines {
+                camera: Some(Arc::from("main")),
+                stage: "Core3d MainPass",
+                uses: uses(&[(1, "Opaque3d", 9), (2, "Opaque3d", 1), (4, "Opaque3d", 1)]),
+            }],
+        );
+        let at = |e| {
+            ledger
+                .exact_at(10, Some("main"), "Core3d MainPass", e)
+                .unwrap()
+        };
+        let first = at(exact(Some("opaque_mesh_pipeline"), 0, 1));
+        assert_eq!(first.basis, RunningBasis::Exact);
+        assert_eq!(first.candidates.len(), 1);
+        assert_eq!(
+            first.candidates[0].main_shader(),
+            Some("embedded://bevy_pbr/render/pbr.wgsl")
+        );
+        let second = at(exact(Some("opaque_mesh_pipeline"), 1, 1));
+        assert_eq!(
+            second.candidates[0].main_shader(),
+            Some("shaders/water.wgsl")
+        );
+        assert_eq!(
+            second.candidates[0].material.as_deref(),
+            Some("game::WaterMaterial")
+        );
+        let third = at(exact(Some("opaque_mesh_pipeline"), 2, 1));
+        assert_eq!(third.candidates[0].main_shader(), Some("shaders/glow.wgsl"));
+        // A label queued nowhere in the stage but registered once: that pipeline.
+        let prepass = at(exact(Some("prepass_pipeline"), 0, 1));
+        assert_eq!(
+            prepass.candidates[0].label.as_deref(),
+            Some("prepass_pipeline")
+        );
+        assert!(!prepass.candidates[0].shaders.is_empty());
+        // A label the application never registered: named by the label alone.
+        let unknown = at(exact(Some("quads pipeline"), 0, 1));
+        assert_eq!(
+            unknown.candidates[0].label.as_deref(),
+            Some("quads pipeline")
+        );
+        assert!(unknown.candidates[0].shaders.is_empty());
+        assert_eq!(unknown.candidates[0].passes, ["main_opaque_pass_3d"]);
+        // A marker shared by the draws of a render pass: the ranked list stands, the record beside.
+        let shared = at(exact(Some("opaque_mesh_pipeline"), 0, 3));
+        assert_eq!(shared.basis, RunningBasis::QueuedInStage);
+        assert_eq!(shared.candidates.len(), 3);
+        assert_eq!(
+            shared
+                .exact
+                .unwrap()
+                .first_unfinished
+                .unwrap()
+                .sharing_marker,
+            3
+        );
+        // Nothing unfinished: nothing exact to say.
+        let mut done = exact(None, 0, 1);
+        done.first_unfinished = None;
+        assert!(ledger
+            .exact_at(10, Some("main"), "Core3d MainPass", done)
+            .is_none());
     }
 }

@@ -12,6 +12,6 @@ mod model;
 
 pub use ledger::PipelineLedger;
 pub use model::{
-    DrawnEntity, PassPipelines, PipelineCandidate, PipelineInfo, PipelineKind, PipelineUse,
-    PipelineUsers, RunningBasis, RunningPipelines, ShaderStage,
+    DrawnEntity, ExactCommand, ExactDraws, PassPipelines, PipelineCandidate, PipelineInfo,
+    PipelineKind, PipelineUse, PipelineUsers, RunningBasis, RunningPipelines, ShaderStage,
 };

@@ -106,6 +106,71 @@ pub enum RunningBasis {
     /// breadcrumbs), ranked: one of them was likely running, none is certain, and work outside the
     /// draw lists (full-screen passes, compute) is not listed.
     QueuedInStage,
+    /// Exact mode: the GPU marked its progress after every draw and dispatch
+    /// (`VK_LAYER_gpu_crash_exact`), and the pipeline listed is the one of the first draw or
+    /// dispatch it did not finish ([`RunningPipelines::exact`] has both that command and the last
+    /// one it finished).
+    Exact,
+}
+
+/// One draw or dispatch as exact mode's layer recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExactCommand {
+    /// `draw` or `dispatch`.
+    pub kind: String,
+    /// The label of the pipeline bound for it (its Vulkan debug name: wgpu's label).
+    pub pipeline_label: Option<String>,
+    /// The debug labels open around it, outermost first (wgpu's pass labels, e.g.
+    /// `main_opaque_pass_3d`).
+    pub labels: Vec<String>,
+    /// Its place among the draws and dispatches of its command buffer (0: the first).
+    pub index_in_command_buffer: u32,
+    /// Among the pipelines of the same label bound in the same labelled region, the place of its own
+    /// (0: the first bound); tells apart pipelines an engine labels alike.
+    pub same_label_ordinal: u32,
+    /// Draws and dispatches that share its marker, itself included: 1 where the GPU marked it on its
+    /// own; more where the driver lacks `VK_AMD_buffer_marker` and the marker could only follow its
+    /// render pass (lavapipe): then one of those, or the work before them, did not finish.
+    #[serde(default = "one")]
+    pub sharing_marker: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl ExactCommand {
+    /// `draw with pipeline "opaque_mesh_pipeline" in main_opaque_pass_3d`.
+    pub fn describe(&self) -> String {
+        let pipeline = self
+            .pipeline_label
+            .as_deref()
+            .map(|l| format!(" with pipeline {l:?}"))
+            .unwrap_or_else(|| " with an unlabelled pipeline".into());
+        let place = self
+            .labels
+            .last()
+            .map(|l| format!(" in {l}"))
+            .unwrap_or_default();
+        format!("{}{pipeline}{place}", self.kind)
+    }
+}
+
+/// What exact mode's markers said at the report: the last draw or dispatch the GPU finished and the
+/// first it did not, in submission order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExactDraws {
+    /// How the GPU marked its progress: `amd_buffer_marker` (after every draw and dispatch) or
+    /// `update_buffer` (after every dispatch and every render pass: the draws of a pass share it).
+    pub marker: String,
+    /// Draws and dispatches marked since the device was created.
+    pub marked: u64,
+    /// Submitted draws and dispatches the GPU had not finished.
+    pub unfinished: u64,
+    /// The last one the GPU finished before the first it did not.
+    pub last_finished: Option<ExactCommand>,
+    /// The first one the GPU did not finish: the one it was in, or had not reached.
+    pub first_unfinished: Option<ExactCommand>,
 }
 
 /// What the report says was running where the GPU stopped.
@@ -119,8 +184,13 @@ pub struct RunningPipelines {
     pub camera: Option<String>,
     /// The stage.
     pub stage: String,
-    /// Most likely first (see [`PipelineCandidate::rank`]).
+    /// Most likely first (see [`PipelineCandidate::rank`]). With [`RunningBasis::Exact`], the
+    /// pipeline of the first draw the GPU did not finish (more than one only where the application's
+    /// pipelines share its label and its place among them could not tell them apart).
     pub candidates: Vec<PipelineCandidate>,
+    /// Exact mode's record of the draws around where the GPU stopped; `None` without exact mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<ExactDraws>,
 }
 
 /// One pipeline that may have been running.

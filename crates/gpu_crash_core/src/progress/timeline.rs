@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::breadcrumb::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
 use super::hang_rule::Pending;
+use crate::vulkan::exact::ExactLayer;
 use crate::vulkan::markers::{marker_word, MarkerBuffer, COMPLETED_WORD, MARKERS_PER_FRAME};
 
 /// Frames the ledger remembers (besides the oldest pending one, which it always keeps).
@@ -72,6 +73,8 @@ pub(crate) struct GpuTimeline {
     last_submitted: AtomicU64,
     /// Command buffers of our own recorded for breadcrumbs and frame ends, since the device started.
     marker_command_buffers: AtomicU64,
+    /// Exact mode's layer on this device, where it sits there: which draw the GPU was in.
+    exact: Option<ExactLayer>,
 }
 
 impl GpuTimeline {
@@ -81,7 +84,19 @@ impl GpuTimeline {
             ledger: Mutex::default(),
             last_submitted: AtomicU64::new(0),
             marker_command_buffers: AtomicU64::new(0),
+            exact: None,
         }
+    }
+
+    /// With exact mode's layer on the device (see [`ExactLayer`]).
+    pub(crate) fn with_exact(mut self, exact: Option<ExactLayer>) -> Self {
+        self.exact = exact;
+        self
+    }
+
+    /// What exact mode's layer says the GPU finished (never waits); `None` without it.
+    pub(crate) fn exact_progress(&self) -> Option<crate::pipelines::ExactDraws> {
+        self.exact.as_ref()?.progress()
     }
 
     pub(crate) fn markers(&self) -> &MarkerBuffer {

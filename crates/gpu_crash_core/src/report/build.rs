@@ -185,9 +185,21 @@ pub(crate) fn build_report(
     let in_flight = breadcrumbs
         .first()
         .and_then(|f| f.in_flight().map(|b| (f.frame, b)));
-    let running = in_flight
-        .zip(ctx.pipelines)
-        .and_then(|((frame, b), ledger)| ledger.running_at(frame, b.camera.as_deref(), &b.label));
+    // Exact mode's layer names the draw itself; the ranked guess stays the answer without it.
+    let exact = ctx.timeline.and_then(GpuTimeline::exact_progress);
+    let running = match (exact, ctx.pipelines) {
+        (Some(exact), Some(ledger)) if exact.first_unfinished.is_some() => {
+            let (frame, camera, stage) = in_flight
+                .map(|(frame, b)| (frame, b.camera.as_deref(), b.label.as_str()))
+                .unwrap_or((ctx.frame, None, ""));
+            ledger.exact_at(frame, camera, stage, exact)
+        }
+        _ => in_flight
+            .zip(ctx.pipelines)
+            .and_then(|((frame, b), ledger)| {
+                ledger.running_at(frame, b.camera.as_deref(), &b.label)
+            }),
+    };
     let gpu_stage = in_flight.map(|(frame, b)| (frame, b.describe()));
     let summary = match faults.first() {
         Some(f) => f.summary.clone(),
@@ -406,6 +418,18 @@ fn running_clause(running: Option<&crate::pipelines::RunningPipelines>) -> Strin
     let Some(first) = running.candidates.first() else {
         return String::new();
     };
+    let exact_command = running
+        .exact
+        .as_ref()
+        .and_then(|e| e.first_unfinished.as_ref())
+        .filter(|_| running.basis == crate::pipelines::RunningBasis::Exact);
+    if let Some(command) = exact_command {
+        return format!(
+            ", in {} (exact: the {} the GPU did not finish)",
+            first.describe(),
+            command.describe()
+        );
+    }
     match running.candidates.len() {
         1 => format!(
             ", likely {} (the one pipeline queued there)",

@@ -16,7 +16,8 @@ mod video_memory;
 pub use crate::capture::BindingKind;
 pub use crate::index::IndexStats;
 pub use crate::pipelines::{
-    DrawnEntity, PipelineCandidate, PipelineKind, RunningBasis, RunningPipelines, ShaderStage,
+    DrawnEntity, ExactCommand, ExactDraws, PipelineCandidate, PipelineKind, RunningBasis,
+    RunningPipelines, ShaderStage,
 };
 pub use crate::progress::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
 pub use crate::resolve::{

@@ -436,10 +436,28 @@ fn verdict(r: &CrashReport, out: &mut String) {
 
 /// The ranked pipelines of the stage the GPU stopped in, each with its shader files and entities.
 fn running_pipelines(running: &crate::pipelines::RunningPipelines, out: &mut String) {
-    out.push_str(
-        "<li>Pipelines queued there, ranked (one of them was likely running; full-screen and \
-         compute work is listed only where the game noted it):<ol>",
-    );
+    match &running.exact {
+        Some(exact) => {
+            let _ = write!(
+                out,
+                "<li>Exact mode (every draw and dispatch marked, by {}): the GPU did not finish the \
+                 {}; the last it finished was the {}. Its pipeline:<ol>",
+                esc(&exact.marker),
+                esc(&exact
+                    .first_unfinished
+                    .as_ref()
+                    .map_or_else(|| "(none)".into(), |c| c.describe())),
+                esc(&exact
+                    .last_finished
+                    .as_ref()
+                    .map_or_else(|| "(none recorded)".into(), |c| c.describe())),
+            );
+        }
+        None => out.push_str(
+            "<li>Pipelines queued there, ranked (one of them was likely running; full-screen and \
+             compute work is listed only where the game noted it):<ol>",
+        ),
+    }
     for c in &running.candidates {
         let _ = write!(out, "<li><b>{}</b>", esc(&c.describe()));
         let shaders: Vec<String> = c
@@ -709,6 +727,7 @@ mod tests {
                 }],
                 entity_count: 3,
             }],
+            exact: None,
         });
         let page = html_page(&r);
         assert!(page.contains("<b>WaterMaterial (shaders/"), "{page}");

@@ -69,11 +69,23 @@ pub struct GpuCrashCapabilities {
     /// How GPU breadcrumbs are written; `None` when there are none.
     #[serde(default)]
     pub breadcrumbs: Option<crate::vulkan::markers::BreadcrumbWriter>,
+    /// Exact mode's layer (`VK_LAYER_gpu_crash_exact`) marks every draw and dispatch of this
+    /// device: a hang or loss report names the draw the GPU did not finish.
+    #[serde(default)]
+    pub exact_layer: bool,
     /// Why a capability is off, one short line each (e.g. "VK_EXT_device_fault: not offered by the driver").
     pub missing: Vec<String>,
 }
 
 impl GpuCrashCapabilities {
+    /// The `missing` line saying why exact mode is off, when it was asked for and is.
+    pub fn exact_mode_missing(&self) -> Option<&str> {
+        self.missing
+            .iter()
+            .find(|l| l.starts_with(crate::vulkan::exact::MISSING_PREFIX))
+            .map(String::as_str)
+    }
+
     /// True when a device loss can come with fault addresses.
     pub fn has_device_fault(&self) -> bool {
         self.device_fault_ext || self.device_fault_khr

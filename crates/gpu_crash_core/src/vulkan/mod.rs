@@ -9,6 +9,7 @@
 
 mod capabilities;
 mod driver_rule;
+pub(crate) mod exact;
 pub mod fault;
 mod fault_query;
 mod features;

@@ -9,6 +9,9 @@ pub struct ExtensionRequest {
     pub device_fault: bool,
     /// Ask for `VK_AMD_buffer_marker` (GPU breadcrumbs per render stage).
     pub buffer_marker: bool,
+    /// Enable `VK_LAYER_gpu_crash_exact` on the instance (exact mode: every draw and dispatch
+    /// marked), where the game ships it.
+    pub exact_layer: bool,
 }
 
 impl Default for ExtensionRequest {
@@ -17,6 +20,7 @@ impl Default for ExtensionRequest {
             address_binding_report: true,
             device_fault: true,
             buffer_marker: true,
+            exact_layer: false,
         }
     }
 }

@@ -22,6 +22,8 @@ use crate::capture::BindingRing;
 pub struct SetupOutcome {
     /// `VK_EXT_debug_utils` is on the instance.
     pub instance_debug_utils: bool,
+    /// Exact mode was asked for and its layer could not be enabled on the instance: why.
+    pub exact_layer_missing: Option<String>,
     /// Filled by the device callback.
     pub capabilities: Option<GpuCrashCapabilities>,
     /// Registered by the device callback; the plugin moves it into the render world.
@@ -101,7 +103,30 @@ impl VulkanSetup {
             // wgpu adds it only with InstanceFlags::DEBUG; release builds need it too.
             args.extensions.push(name);
         }
-        self.outcome().instance_debug_utils = offered && (wanted || already);
+        let exact = self
+            .request
+            .exact_layer
+            .then(|| super::exact::enable_on_instance(args.entry));
+        let mut outcome = self.outcome();
+        outcome.instance_debug_utils = offered && (wanted || already);
+        match exact {
+            Some(Ok(how)) => {
+                tracing::info!("GPU crash reporter: exact mode: VK_LAYER_gpu_crash_exact {how}");
+                outcome.exact_layer_missing = None;
+            }
+            Some(Err(why)) => {
+                let line = format!(
+                    "{}{why}; reports rank the stage's pipelines",
+                    super::exact::MISSING_PREFIX
+                );
+                // Once per run: a renderer re-created after a loss asks again.
+                if outcome.exact_layer_missing.as_deref() != Some(line.as_str()) {
+                    tracing::warn!("GPU crash reporter: {line}");
+                }
+                outcome.exact_layer_missing = Some(line);
+            }
+            None => {}
+        }
     }
 
     /// wgpu's device callback: adds the extensions the device offers of those asked for, chains
@@ -168,9 +193,10 @@ impl VulkanSetup {
             )
         };
 
+        let mut outcome = self.outcome();
+        missing.extend(outcome.exact_layer_missing.clone());
         let capabilities = plan.capabilities(debug_utils, messenger.is_some(), missing, identity);
 
-        let mut outcome = self.outcome();
         outcome.device_callback_runs = generation;
         outcome.capabilities = Some(capabilities);
         if let Some(unadopted) = std::mem::replace(&mut outcome.messenger, messenger) {
