@@ -436,6 +436,108 @@ fn a_hang_drilled_in_the_game_compute_pass_names_its_compute_pipeline() {
     );
 }
 
+/// Environment for a child in exact mode: `GPU_CRASH_EXACT=1` (as QA sets it) and the exact layer
+/// in the loader's layer path (after the drill's, when the child runs under the drill).
+fn exact_env(drilled: bool) -> Vec<(&'static str, String)> {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("exact-layer");
+    common::ship_exact_layer(&dir);
+    let path = if drilled {
+        format!("{}:{}", common::drill_layer_dir().display(), dir.display())
+    } else {
+        dir.display().to_string()
+    };
+    vec![("GPU_CRASH_EXACT", "1".into()), ("VK_LAYER_PATH", path)]
+}
+
+/// Exact mode and the drill's hang at the bind of the game's compute pipeline (before its dispatch,
+/// outside any render pass): the report names the dispatch the GPU did not finish, its pipeline and
+/// shader file (the pipeline the game noted), `basis` exact.
+#[test]
+fn in_exact_mode_a_hang_at_the_game_compute_pipeline_names_its_dispatch() {
+    let exact = exact_env(true);
+    let envs: Vec<(&str, &str)> = exact.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let report = drilled_report_with(
+        "shader-hang-exact-compute",
+        &format!("hang-in-pipeline:{PARTICLES_PIPELINE}"),
+        &envs,
+    );
+    assert!(report.gpu.exact_layer, "{:?}", report.gpu.missing);
+    let running = running_of(&report);
+    assert_eq!(running.basis, RunningBasis::Exact, "{running:#?}");
+    let first = &running.candidates[0];
+    assert_eq!(
+        (first.kind, first.label.as_deref()),
+        (PipelineKind::Compute, Some(PARTICLES_PIPELINE)),
+        "{running:#?}"
+    );
+    assert_eq!(first.main_shader(), Some(PARTICLES_SHADER), "{running:#?}");
+    let exact = running.exact.as_ref().unwrap();
+    let command = exact.first_unfinished.as_ref().unwrap();
+    assert_eq!(command.kind, "dispatch", "{exact:#?}");
+    assert_eq!(command.sharing_marker, 1, "{exact:#?}");
+    assert_eq!(
+        command.labels.last().map(String::as_str),
+        Some("particles"),
+        "{exact:#?}"
+    );
+    assert!(exact.last_finished.is_some(), "{exact:#?}");
+    assert!(
+        report.summary.contains(&format!(
+            "exact: dispatch with pipeline \"{PARTICLES_PIPELINE}\" in particles was the first"
+        )),
+        "{}",
+        report.summary
+    );
+}
+
+/// Exact mode and the real endless shader. Where the driver has `VK_AMD_buffer_marker` (NVIDIA,
+/// AMD) every draw has its own marker, and the report names the endless material's draw, `basis`
+/// exact. lavapipe has no such marker and core Vulkan can write one only outside a render pass, so
+/// the draws of the main camera's opaque pass share the marker after the pass: the report says the
+/// GPU did not finish that pass (the layer's record, beside the list) and ranks its pipelines as
+/// without exact mode.
+#[test]
+fn in_exact_mode_the_endless_shader_is_named_as_precisely_as_the_driver_marks() {
+    let exact = exact_env(false);
+    let envs: Vec<(&str, &str)> = exact.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let report = endless_shader_report("shader-hang-exact", &envs);
+    assert!(report.gpu.exact_layer, "{:?}", report.gpu.missing);
+    let running = running_of(&report);
+    let exact = running.exact.as_ref().expect("the exact layer's record");
+    let command = exact.first_unfinished.as_ref().unwrap();
+    assert_eq!(command.kind, "draw", "{exact:#?}");
+    assert_eq!(
+        command.labels.last().map(String::as_str),
+        Some("main_opaque_pass_3d"),
+        "{exact:#?}"
+    );
+    match exact.marker.as_str() {
+        "amd_buffer_marker" => {
+            assert_eq!(running.basis, RunningBasis::Exact, "{running:#?}");
+            assert_eq!(command.sharing_marker, 1);
+            let first = &running.candidates[0];
+            assert_eq!(
+                first.material.as_deref(),
+                Some("shader_hang::EndlessMaterial"),
+                "{running:#?}"
+            );
+            assert_eq!(first.main_shader(), Some(SHADER_PATH), "{running:#?}");
+        }
+        "update_buffer" => {
+            assert!(command.sharing_marker > 1, "{exact:#?}");
+            assert_names_the_endless_material(&report);
+            assert!(
+                report
+                    .summary
+                    .contains("exact mode: the GPU did not finish render pass main_opaque_pass_3d"),
+                "{}",
+                report.summary
+            );
+        }
+        other => panic!("unknown marker {other}"),
+    }
+}
+
 /// The report's ranked pipelines; fails the test when it has none.
 fn running_of(report: &CrashReport) -> &RunningPipelines {
     report
@@ -447,10 +549,18 @@ fn running_of(report: &CrashReport) -> &RunningPipelines {
 /// Runs the child under the drill's `scenario` with the shader's loop left finite; returns its one
 /// hang report once it ended with `OnHang::Exit`'s code.
 fn drilled_report(name: &str, scenario: &str) -> CrashReport {
+    drilled_report_with(name, scenario, &[])
+}
+
+/// [`drilled_report`] with `env` added to the child's environment.
+fn drilled_report_with(name: &str, scenario: &str, env: &[(&str, &str)]) -> CrashReport {
     let dir = common::scratch_dir(name);
     let reports_dir = dir.join("reports");
     let mut command = common::child_command(&reports_dir, Some(scenario));
     command.env(LOOP_VAR, "finite");
+    for (k, v) in env {
+        command.env(k, v);
+    }
     let (status, log, _) = run_child(command);
     assert!(
         log.contains("injected hang at pipeline"),

@@ -262,9 +262,9 @@ fn in_exact_mode_a_hang_names_the_draw_by_its_own_labels() {
         .expect("the frame before's draw");
     assert_eq!(last.pipeline_label.as_deref(), Some("quads pipeline"));
     assert!(
-        report
-            .summary
-            .contains("exact: the draw with pipeline \"quads pipeline\" in quads main pass"),
+        report.summary.contains(
+            "exact: draw with pipeline \"quads pipeline\" in quads main pass was the first"
+        ),
         "{}",
         report.summary
     );

@@ -344,6 +344,10 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
             tag("gpu.material", material.clone());
         }
     }
+    // Exact mode (its layer marked every draw): a search for the runs that had it.
+    if report.gpu.exact_layer {
+        tag("gpu.exact_mode", "on".to_owned());
+    }
     if let Some(earlier) = &report.after_earlier_hang {
         tag("gpu.after_earlier_hang", earlier.report_id.clone());
     }

@@ -418,19 +418,30 @@ fn running_clause(running: Option<&crate::pipelines::RunningPipelines>) -> Strin
     let Some(first) = running.candidates.first() else {
         return String::new();
     };
-    let exact_command = running
-        .exact
-        .as_ref()
-        .and_then(|e| e.first_unfinished.as_ref())
-        .filter(|_| running.basis == crate::pipelines::RunningBasis::Exact);
-    if let Some(command) = exact_command {
+    let exact = running.exact.as_ref();
+    if let (Some(command), crate::pipelines::RunningBasis::Exact) = (
+        exact.and_then(|e| e.first_unfinished.as_ref()),
+        running.basis,
+    ) {
         return format!(
-            ", in {} (exact: the {} the GPU did not finish)",
+            ", in {} (exact: {} was the first the GPU did not finish)",
             first.describe(),
             command.describe()
         );
     }
-    match running.candidates.len() {
+    // Exact mode whose marker the draws of a render pass share: where, not which.
+    let shared = exact
+        .and_then(|e| e.first_unfinished.as_ref())
+        .filter(|c| c.sharing_marker > 1)
+        .map(|c| {
+            format!(
+                " (exact mode: the GPU did not finish render pass {}, whose {} draws share a marker)",
+                c.labels.last().map_or("(unlabelled)", String::as_str),
+                c.sharing_marker
+            )
+        })
+        .unwrap_or_default();
+    let ranked = match running.candidates.len() {
         1 => format!(
             ", likely {} (the one pipeline queued there)",
             first.describe()
@@ -439,7 +450,8 @@ fn running_clause(running: Option<&crate::pipelines::RunningPipelines>) -> Strin
             ", likely {}, first of {n} pipelines queued there",
             first.describe()
         ),
-    }
+    };
+    format!("{ranked}{shared}")
 }
 
 /// A random (v4) UUID as 32 hex digits: the report id and Sentry event id.
