@@ -252,6 +252,7 @@ fn a_hang_tags_its_first_pipeline_and_keeps_its_fingerprint() {
         entity_count: 0,
     };
     hang.running = Some(RunningPipelines {
+        exact: None,
         basis: RunningBasis::QueuedInStage,
         frame: 14,
         camera: Some("main".into()),

@@ -55,6 +55,7 @@ pub fn h200() -> GpuCrashCapabilities {
         buffer_marker: true,
         memory_budget: true,
         device_memory_report: false,
+        exact_layer: false,
         gpu_progress: true,
         breadcrumbs: Some(bevy_gpu_crash_reporter::BreadcrumbWriter::AmdBufferMarker),
         missing: vec!["VK_KHR_device_fault: not offered by the driver".into()],
