@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use gpu_crash_core::report::{read_report, CrashKind, CrashReport, MAX_REPORT_BYTES};
+use gpu_crash_core::report::{read_report, ReportView, MAX_REPORT_BYTES};
 use gpu_crash_core::{
     envelope_report_id, outbox_dir_of, session_files, user_data_dir, Outbox, DEFAULT_OUTBOX_NAME,
     REPORTS_DIR_NAME,
@@ -128,11 +128,12 @@ fn list_place(place: &Place) -> usize {
             Ok(report) => {
                 let state = Outbox::state_of(&place.outbox, &report);
                 seen_envelopes.insert(report.id.clone());
+                let view = ReportView::new(&report);
                 println!(
-                    "  {}  {:<11} {:<18} {:<10} {}",
+                    "  {}  {:<15} {:<18} {:<10} {}",
                     escape_controls(&report.time),
-                    kind(&report),
-                    verdict(&report),
+                    view.kind().name,
+                    view.verdict(),
                     state.as_str(),
                     escape_controls(&name)
                 );
@@ -164,7 +165,7 @@ fn list_place(place: &Place) -> usize {
         if let Some(status) = envelope_session_status(&path) {
             // A release-health session's own update (see the README's "Release health").
             println!(
-                "  {}  {:<11} {:<18} {:<10} {}",
+                "  {}  {:<15} {:<18} {:<10} {}",
                 envelope_time(&path),
                 "session",
                 escape_controls(&status),
@@ -186,7 +187,7 @@ fn list_place(place: &Place) -> usize {
                 .unwrap_or_else(|| "?".into())
         };
         println!(
-            "  {}  {:<11} {:<18} {:<10} {}",
+            "  {}  {:<15} {:<18} {:<10} {}",
             envelope_time(&path),
             tag("gpu.fault_kind"),
             tag("gpu.verdict"),
@@ -213,7 +214,7 @@ fn list_place(place: &Place) -> usize {
             "sent at the next launch"
         };
         println!(
-            "  {}  {:<11} {:<18} {:<10} {}",
+            "  {}  {:<15} {:<18} {:<10} {}",
             rfc3339(started),
             "session",
             escape_controls(&format!("{} {}", session.status, session.release)),
@@ -229,33 +230,6 @@ fn list_place(place: &Place) -> usize {
         rows += 1;
     }
     rows
-}
-
-fn kind(report: &CrashReport) -> &'static str {
-    match report.kind {
-        CrashKind::DeviceLost => "device_lost",
-        CrashKind::GpuHang => "gpu_hang",
-        CrashKind::NonFatalFault => "non_fatal",
-    }
-}
-
-fn verdict(report: &CrashReport) -> String {
-    let verdict = verdict_only(report);
-    match &report.non_fatal {
-        Some(n) if n.count > 1 => format!("{verdict} x{}", n.count),
-        _ => verdict,
-    }
-}
-
-fn verdict_only(report: &CrashReport) -> String {
-    match report.faults.first() {
-        Some(f) => f.verdict.as_str().to_owned(),
-        None if report.kind == CrashKind::GpuHang => match &report.gpu_stage {
-            Some(_) => "hang in a stage".into(),
-            None => "hang".into(),
-        },
-        None => "no fault address".into(),
-    }
 }
 
 /// `*.envelope` files of `dir`.

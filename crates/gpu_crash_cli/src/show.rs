@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use gpu_crash_core::report::{
     html_page, read_report, BreadcrumbState, CrashKind, CrashReport, Culprit, ObjectState,
-    VideoMemory, NO_MEMORY_REPORT,
+    ReportView, VideoMemory, NO_MEMORY_REPORT,
 };
 
 use crate::address_line::{self, bytes};
@@ -85,14 +85,7 @@ fn write_private(out: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// device and driver, notes. Deterministic for a given report (snapshot-tested).
 pub fn render(r: &CrashReport) -> String {
     let mut out = String::new();
-    let kind = match r.kind {
-        CrashKind::DeviceLost => "device lost (VK_ERROR_DEVICE_LOST)",
-        CrashKind::GpuHang => "GPU hang",
-        CrashKind::NonFatalFault => {
-            "non-fatal: a GPU fault the driver recovered from (the game went on; the same bug may \
-             lose the device elsewhere)"
-        }
-    };
+    let kind = ReportView::new(r).kind().what;
     let _ = writeln!(out, "{}", r.summary);
     let _ = writeln!(out);
     let _ = writeln!(out, "  what      {kind}");

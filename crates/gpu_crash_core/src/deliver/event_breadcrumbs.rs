@@ -7,9 +7,10 @@ use std::time::{Duration, SystemTime};
 use sentry::protocol::{Breadcrumb, Level, Map};
 use serde_json::json;
 
-use super::exception::exception_type;
 use crate::capture::BindingKind;
-use crate::report::{BindingEventEntry, BreadcrumbState, CrashKind, CrashReport, FrameTiming};
+use crate::report::{
+    BindingEventEntry, BreadcrumbState, CrashKind, CrashReport, FrameTiming, KindWords,
+};
 
 /// Category of the binding-event breadcrumbs.
 pub const BINDING_CATEGORY: &str = "gpu.binding";
@@ -128,7 +129,7 @@ pub(crate) fn breadcrumbs(
             },
             message: Some(format!(
                 "{} at frame {}: {}",
-                exception_type(report.kind),
+                KindWords::of(report.kind).exception,
                 report.frame,
                 report.summary
             )),

@@ -27,7 +27,6 @@ pub(crate) mod envelope;
 pub(crate) mod envelope_name;
 mod event_breadcrumbs;
 mod event_size;
-mod exception;
 mod flush;
 mod front_door;
 mod held;

@@ -26,24 +26,19 @@ use serde_json::{json, Value};
 
 use super::event_breadcrumbs::{breadcrumbs, PASS_CATEGORY};
 use super::event_size::{cut_strings, truncate_chars, truncated, Budget};
-use super::exception::{exception_type, SHADER_ABORT_TYPE};
 use super::privacy::redacted_report;
 use super::settings::DeliverySettings;
 use crate::report::{
-    CrashKind, CrashReport, Culprit, FaultEntry, GpuAsset, MemoryHeap, VideoMemory, NO_BUDGET,
+    CrashKind, CrashReport, Culprit, FaultEntry, GpuAsset, KindWords, MemoryHeap, VideoMemory,
+    NO_BUDGET,
 };
 
 /// Longest tag value Sentry accepts.
 const MAX_TAG_LEN: usize = 200;
 
-/// The snake_case name of a crash kind (`device_lost`, `gpu_hang`), as in tags and fingerprints.
-pub fn kind_name(kind: CrashKind) -> &'static str {
-    match kind {
-        CrashKind::DeviceLost => "device_lost",
-        CrashKind::GpuHang => "gpu_hang",
-        CrashKind::NonFatalFault => "non_fatal_fault",
-    }
-}
+/// Exception type of an event titled with a shader's own abort message (`VK_KHR_shader_abort`);
+/// every other event's is its crash kind's ([`KindWords::exception`]).
+pub const SHADER_ABORT_TYPE: &str = "SHADER_ABORT";
 
 /// Longest part of a shader abort message kept in the fingerprint (the whole one is in the event).
 const MAX_ABORT_FINGERPRINT: usize = 200;
@@ -106,7 +101,7 @@ pub fn fingerprint(report: &CrashReport) -> Vec<String> {
     };
     let mut parts = vec![
         "gpu-crash".to_owned(),
-        kind_name(report.kind).to_owned(),
+        KindWords::of(report.kind).name.to_owned(),
         verdict.to_owned(),
         culprit,
     ];
@@ -215,7 +210,7 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     let abort = shader_abort(report).filter(|_| report.follows_hang.is_none());
     let (ty, value) = match abort {
         Some(message) => (SHADER_ABORT_TYPE, message.to_owned()),
-        None => (exception_type(report.kind), report.summary.clone()),
+        None => (KindWords::of(report.kind).exception, report.summary.clone()),
     };
     event.exception = Values {
         values: vec![Exception {
@@ -312,7 +307,7 @@ fn build(report: &CrashReport, settings: &DeliverySettings, budget: Budget) -> E
     tag("gpu.name", gpu.gpu_name.clone());
     tag("gpu.driver", format!("{} {}", gpu.driver_name, driver));
     tag("gpu.api", "Vulkan".to_owned());
-    tag("gpu.fault_kind", kind_name(report.kind).to_owned());
+    tag("gpu.fault_kind", KindWords::of(report.kind).name.to_owned());
     tag(
         "gpu.verdict",
         first
@@ -552,7 +547,7 @@ fn fault_json(f: &FaultEntry, per_list: usize) -> Value {
 /// The `gpu_fault` context: the first fault, flat, for the dashboard's key/value view.
 fn gpu_fault_context(report: &CrashReport) -> Map<String, Value> {
     let mut ctx = Map::new();
-    ctx.insert("kind".into(), json!(kind_name(report.kind)));
+    ctx.insert("kind".into(), json!(KindWords::of(report.kind).name));
     ctx.insert("fault_count".into(), json!(report.faults.len()));
     ctx.insert("frame".into(), json!(report.frame));
     if let Some(d) = &report.description {

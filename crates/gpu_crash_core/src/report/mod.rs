@@ -12,6 +12,7 @@ mod page;
 mod page_map;
 mod page_timeline;
 mod video_memory;
+mod view;
 
 pub use crate::capture::BindingKind;
 pub use crate::index::IndexStats;
@@ -46,3 +47,4 @@ pub use video_memory::{
     near_budget, AllocationFailures, FailedAllocation, MemoryHeap, VideoMemory, HEAPS_TIMED_OUT,
     NEAR_BUDGET_PERCENT, NO_BUDGET, NO_MEMORY_REPORT,
 };
+pub use view::{KindWords, NearObject, ReportView};

@@ -14,7 +14,8 @@ use super::model::{CrashKind, CrashReport};
 use super::page_map::map;
 use super::page_timeline::timeline;
 use super::video_memory::{VideoMemory, NO_MEMORY_REPORT};
-use crate::resolve::{Culprit, FaultEntry, FaultVerdict, ObjectState};
+use super::view::ReportView;
+use crate::resolve::{Culprit, FaultEntry, ObjectState};
 
 /// Faults drawn (each with its map).
 const MAX_FAULTS: usize = 4;
@@ -83,7 +84,7 @@ li{margin:3px 0}
 /// writes and the Sentry event carries as `gpu-crash-report.html`. Deterministic for a given
 /// report, and bounded in size whatever the report holds.
 pub fn html_page(report: &CrashReport) -> String {
-    let title = title(report);
+    let title = ReportView::new(report).title();
     let mut out = String::with_capacity(64 * 1024);
     let _ = write!(
         out,
@@ -107,41 +108,8 @@ pub fn html_page(report: &CrashReport) -> String {
     out
 }
 
-/// `Use after free: buffer "particles"`, `GPU hang in Core3d MainPass of camera "main"`.
-fn title(r: &CrashReport) -> String {
-    if r.kind == CrashKind::GpuHang {
-        return match &r.gpu_stage {
-            Some(stage) => format!("GPU hang in {stage}"),
-            None => match &r.hang {
-                Some(h) => format!("GPU hang in frame {}", h.oldest_pending_frame),
-                None => "GPU hang".to_owned(),
-            },
-        };
-    }
-    match r.faults.first() {
-        Some(f) => match &f.culprit {
-            Some(c) => format!("{}: {}", verdict_words(f.verdict), c.label),
-            None => format!("{} at {:#x}", verdict_words(f.verdict), f.address),
-        },
-        None => "Device lost".to_owned(),
-    }
-}
-
-fn verdict_words(v: FaultVerdict) -> &'static str {
-    match v {
-        FaultVerdict::UseAfterFree => "Use after free",
-        FaultVerdict::OutOfBounds => "Out of bounds",
-        FaultVerdict::InsideLiveObject => "Fault inside a live object",
-        FaultVerdict::UnknownAddress => "Fault at an unknown address",
-    }
-}
-
 fn header(r: &CrashReport, title: &str, out: &mut String) {
-    let kind = match r.kind {
-        CrashKind::DeviceLost => "device lost",
-        CrashKind::GpuHang => "GPU hang",
-        CrashKind::NonFatalFault => "fault the driver recovered from",
-    };
+    let kind = ReportView::new(r).kind().short;
     let app = &r.application;
     let game = if app.name.is_empty() {
         String::new()
@@ -492,7 +460,7 @@ mod tests {
     use crate::capture::BindingKind;
     use crate::progress::{BreadcrumbState, FrameBreadcrumbs, GpuBreadcrumb};
     use crate::report::hang_report_for_tests;
-    use crate::resolve::BindingEventEntry;
+    use crate::resolve::{BindingEventEntry, FaultVerdict};
     use crate::vulkan::fault::FaultAccess;
 
     const HOSTILE: &str =

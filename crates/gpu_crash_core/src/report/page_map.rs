@@ -2,13 +2,12 @@
 //! axis (live solid, freed dashed), the culprit outlined, its asset's bytes marked, the fault's
 //! address and precision as a line and band. Inline SVG, bounded to [`MAX_ROWS`] objects.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::html_text::{bytes, esc};
 use super::model::CrashReport;
-use crate::capture::BindingKind;
-use crate::resolve::{BindingEventEntry, Culprit, FaultEntry, GpuAsset, ObjectState};
+use super::view::{NearObject, ReportView};
+use crate::resolve::{FaultEntry, GpuAsset, ObjectState};
 
 /// Objects drawn on one map: the candidates first, then the neighbours nearest the fault.
 pub(super) const MAX_ROWS: usize = 12;
@@ -21,145 +20,20 @@ const BARS_W: f64 = 570.0;
 const TOP: f64 = 44.0;
 const BOTTOM: f64 = 40.0;
 
-/// One object on the map (identical ones, e.g. a buffer re-created at one address each frame, are
-/// one row with a count).
-struct Row<'a> {
-    base: u64,
-    size: u64,
-    label: String,
-    state: ObjectState,
-    culprit: bool,
-    count: usize,
-    candidate: Option<&'a Culprit>,
-    asset: Option<&'a GpuAsset>,
-}
-
-impl Row<'_> {
-    fn end(&self) -> u64 {
-        self.base.saturating_add(self.size)
-    }
-
-    fn height(&self) -> f64 {
-        if self.asset.is_some() {
-            50.0
-        } else {
-            36.0
-        }
+/// Height of an object's row: a third line names its asset.
+fn row_height(row: &NearObject<'_>) -> f64 {
+    if row.asset().is_some() {
+        50.0
+    } else {
+        36.0
     }
 }
 
-/// Memory blocks hold every object in them: drawn, they would set the scale and hide the objects.
-fn is_memory_block(object_type: &str) -> bool {
-    object_type == "DEVICE_MEMORY"
-}
-
-/// The objects that hold or neighbour `fault` (candidates, then the objects of the binding events
-/// the report kept, nearest first, in their last known state), and how many were left out.
-fn rows<'a>(report: &'a CrashReport, fault: &'a FaultEntry) -> (Vec<Row<'a>>, usize) {
-    let mut rows: Vec<Row<'a>> = Vec::new();
-    let add = |rows: &mut Vec<Row<'a>>, r: Row<'a>| match rows
-        .iter_mut()
-        .find(|o| (o.base, o.size, &o.label, o.state) == (r.base, r.size, &r.label, r.state))
-    {
-        Some(same) => {
-            same.count += 1;
-            same.culprit |= r.culprit;
-        }
-        None => rows.push(r),
-    };
-    // The culprit is normally the first candidate; drawn once either way.
-    let culprit_alone = fault
-        .culprit
-        .as_ref()
-        .filter(|c| !fault.candidates.contains(c));
-    for c in culprit_alone
-        .into_iter()
-        .chain(&fault.candidates)
-        .filter(|c| !is_memory_block(&c.object_type))
-    {
-        let culprit = fault.culprit.as_ref() == Some(c);
-        add(
-            &mut rows,
-            Row {
-                base: c.base,
-                size: c.size,
-                label: c.label.clone(),
-                state: c.state,
-                culprit,
-                count: 1,
-                candidate: Some(c),
-                asset: c.asset.as_ref(),
-            },
-        );
-    }
-    let distance = |base: u64, size: u64| {
-        let end = base.saturating_add(size);
-        if fault.address < base {
-            base - fault.address
-        } else if fault.address >= end {
-            fault.address - end + 1
-        } else {
-            0
-        }
-    };
-    // The last event of each object says whether it is live (bind) or freed (unbind).
-    let mut last: BTreeMap<(u64, u64, u64), &BindingEventEntry> = BTreeMap::new();
-    for e in report
-        .recent_events
-        .iter()
-        .chain(&fault.nearby_events)
-        .filter(|e| e.size > 0 && !e.internal && !is_memory_block(&e.object_type))
-    {
-        let key = (e.base, e.size, e.handle);
-        if last.get(&key).is_none_or(|old| old.sequence <= e.sequence) {
-            last.insert(key, e);
-        }
-    }
-    // Neighbours within twice the largest candidate (or the precision): the scale stays theirs.
-    let reach = rows
-        .iter()
-        .map(|r| r.size)
-        .chain([fault.precision, 4096])
-        .max()
-        .unwrap_or(4096)
-        .saturating_mul(2);
-    let mut neighbours: Vec<&BindingEventEntry> = last
-        .into_values()
-        .filter(|e| {
-            distance(e.base, e.size) <= reach
-                && !fault
-                    .candidates
-                    .iter()
-                    .any(|c| c.handle == e.handle && c.base == e.base)
-        })
-        .collect();
-    neighbours.sort_by_key(|e| (distance(e.base, e.size), e.base, e.size));
-    let mut more: Vec<Row<'a>> = Vec::new();
-    for e in neighbours {
-        let label = match &e.name {
-            Some(name) => format!("{} {name:?}", e.object_type.to_ascii_lowercase()),
-            None => format!("{} {:#x}", e.object_type, e.handle),
-        };
-        let state = match e.kind {
-            BindingKind::Bind => ObjectState::Live,
-            BindingKind::Unbind => ObjectState::Freed,
-        };
-        add(
-            &mut more,
-            Row {
-                base: e.base,
-                size: e.size,
-                label,
-                state,
-                culprit: false,
-                count: 1,
-                candidate: None,
-                asset: None,
-            },
-        );
-    }
-    let total = rows.len() + more.len();
-    rows.extend(more);
+/// The objects that hold or neighbour `fault` (see [`ReportView::near_fault`]), at most
+/// [`MAX_ROWS`], and how many were left out.
+fn rows<'a>(report: &'a CrashReport, fault: &'a FaultEntry) -> (Vec<NearObject<'a>>, usize) {
+    let mut rows = ReportView::new(report).near_fault(fault);
+    let total = rows.len();
     rows.truncate(MAX_ROWS);
     let left_out = total - rows.len();
     (rows, left_out)
@@ -177,7 +51,7 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 /// `130 MiB · freed 3 ms, 0 frames before · x3`: the row's second line.
-fn detail(row: &Row<'_>) -> String {
+fn detail(row: &NearObject<'_>) -> String {
     let state = match (row.state, row.candidate) {
         (ObjectState::Live, _) => "live".to_owned(),
         (ObjectState::Freed, Some(c))
@@ -240,7 +114,7 @@ pub(super) fn map(report: &CrashReport, fault: &FaultEntry) -> String {
         .unwrap_or(fault.address);
     let hi = rows
         .iter()
-        .map(Row::end)
+        .map(NearObject::end)
         .chain([
             fault.address.saturating_add(1),
             fault.address_range[1].saturating_add(1),
@@ -252,7 +126,7 @@ pub(super) fn map(report: &CrashReport, fault: &FaultEntry) -> String {
     let (lo, hi) = (lo.saturating_sub(pad), hi.saturating_add(pad));
     let span = (hi - lo).max(1) as f64;
     let x = |a: u64| BARS_X + (a.saturating_sub(lo) as f64 / span).min(1.0) * BARS_W;
-    let height = TOP + rows.iter().map(Row::height).sum::<f64>() + BOTTOM;
+    let height = TOP + rows.iter().map(row_height).sum::<f64>() + BOTTOM;
 
     let _ = write!(
         out,
@@ -272,7 +146,7 @@ pub(super) fn map(report: &CrashReport, fault: &FaultEntry) -> String {
     );
     let mut y = TOP;
     for row in &rows {
-        let h = row.height();
+        let h = row_height(row);
         let (x0, x1) = (x(row.base), x(row.end()));
         let state = match row.state {
             ObjectState::Live => "live",
@@ -298,7 +172,7 @@ pub(super) fn map(report: &CrashReport, fault: &FaultEntry) -> String {
             y + 29.0,
             esc(&detail(row))
         );
-        if let Some(a) = row.asset {
+        if let Some(a) = row.asset() {
             let _ = write!(
                 out,
                 "<text class=\"asset\" x=\"8\" y=\"{:.1}\">{}</text>",
@@ -312,7 +186,7 @@ pub(super) fn map(report: &CrashReport, fault: &FaultEntry) -> String {
             y + 8.0,
             (x1 - x0).max(3.0)
         );
-        if let Some(a) = row.asset {
+        if let Some(a) = row.asset() {
             let (a0, a1) = (
                 x(row.base.saturating_add(a.byte_range[0])),
                 x(row.base.saturating_add(a.byte_range[1])),
